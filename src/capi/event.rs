@@ -1,0 +1,154 @@
+//! Events.
+
+use super::types::*;
+use super::{borrow, clone_arc, guard, into_handle, out, release, retain, slice};
+use crate::core::error::{Error, Result};
+use crate::opencl::ffi::*;
+use crate::runtime::context::Context;
+use crate::runtime::event::{wait_all, Event, EventState};
+use std::sync::Arc;
+
+pub(crate) unsafe fn deps_from<'a>(
+    list: *const *const Event,
+    count: usize,
+) -> Result<Vec<&'a Event>> {
+    // SAFETY: forwarded contract.
+    let raw = unsafe { slice(list, count, "dependencies") }?;
+    raw.iter()
+        .enumerate()
+        // SAFETY: each entry is an event handle per the contract.
+        .map(|(i, &p)| unsafe { borrow(p, &format!("dependencies[{i}]")) })
+        .collect()
+}
+
+/// Hands an event to the caller if they asked for it.
+pub(crate) unsafe fn give_event(ev: Arc<Event>, out_event: *mut *mut Event) {
+    if !out_event.is_null() {
+        // SAFETY: writable per the contract.
+        unsafe { *out_event = into_handle(ev) };
+    }
+}
+
+/// Blocks until the event's command completes. Returns
+/// `SYRAH_ERROR_EXECUTION_FAILED` if it failed and this failure was not yet
+/// reported (by an earlier wait or `syrah_queue_wait`); each failure is
+/// reported once.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_event_wait(event: *const Event) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { borrow(event, "event") }?;
+        e.wait()
+    })
+}
+
+/// Waits for every event in the list; returns the first unreported failure.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_event_wait_list(
+    events: *const *const Event,
+    count: usize,
+) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let raw = unsafe { slice(events, count, "events") }?;
+        let arcs = raw
+            .iter()
+            .enumerate()
+            // SAFETY: each entry is an event handle per the contract.
+            .map(|(i, &p)| unsafe { clone_arc(p, &format!("events[{i}]")) })
+            .collect::<Result<Vec<_>>>()?;
+        wait_all(&arcs)
+    })
+}
+
+/// The event's execution state (`SYRAH_EVENT_*`), without waiting.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_event_get_status(
+    event: *const Event,
+    out_status: *mut syrah_event_status,
+) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { borrow(event, "event") }?;
+        let s = match e.state()? {
+            EventState::Queued => SYRAH_EVENT_QUEUED,
+            EventState::Submitted => SYRAH_EVENT_SUBMITTED,
+            EventState::Running => SYRAH_EVENT_RUNNING,
+            EventState::Complete => SYRAH_EVENT_COMPLETE,
+            EventState::Failed => SYRAH_EVENT_FAILED,
+        };
+        // SAFETY: forwarded contract.
+        unsafe { out(out_status, s, "out_status") }
+    })
+}
+
+/// A profiling timestamp (ns) of a completed command submitted to a queue
+/// created with `SYRAH_QUEUE_PROFILING`.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_event_get_profiling(
+    event: *const Event,
+    info: syrah_profiling_info,
+    out_nanoseconds: *mut u64,
+) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { borrow(event, "event") }?;
+        let which = match info {
+            SYRAH_PROFILING_QUEUED => CL_PROFILING_COMMAND_QUEUED,
+            SYRAH_PROFILING_SUBMIT => CL_PROFILING_COMMAND_SUBMIT,
+            SYRAH_PROFILING_START => CL_PROFILING_COMMAND_START,
+            SYRAH_PROFILING_END => CL_PROFILING_COMMAND_END,
+            other => return Err(Error::invalid(format!("unknown profiling info {other}"))),
+        };
+        let v = e.profiling_info(which)?;
+        // SAFETY: forwarded contract.
+        unsafe { out(out_nanoseconds, v, "out_nanoseconds") }
+    })
+}
+
+/// Creates a user event in `context`, completed by
+/// `syrah_user_event_complete`. Commands may depend on it.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_user_event_create(
+    context: *const Context,
+    out_event: *mut *mut Event,
+) -> syrah_status {
+    guard(|| {
+        if out_event.is_null() {
+            return Err(super::null("out_event"));
+        }
+        // SAFETY: forwarded contract.
+        let c = unsafe { borrow(context, "context") }?;
+        let e = Event::create_user(c)?;
+        // SAFETY: checked non-null.
+        unsafe { out(out_event, into_handle(e), "out_event") }
+    })
+}
+
+/// Completes a user event: successfully when `failed` is false; otherwise
+/// as failed, so that commands waiting on it fail too.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_user_event_complete(
+    event: *const Event,
+    failed: bool,
+) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { borrow(event, "event") }?;
+        e.complete_user(failed)
+    })
+}
+
+/// Adds a reference to an event.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_event_retain(event: *mut Event) -> syrah_status {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { retain(event, "event") })
+}
+
+/// Drops a reference to an event. The command itself is unaffected.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_event_release(event: *mut Event) -> syrah_status {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { release(event, "event") })
+}

@@ -1,0 +1,14 @@
+//! Syrah: SYCL's data model for C and C++ over any OpenCL 3 implementation
+//! loaded at run time.
+//!
+//! Layers, in the one direction calls flow: [`capi`] (the exported C ABI)
+//! calls [`runtime`] (devices, contexts, queues, programs, USM), which calls
+//! [`opencl`] (the only code that talks to OpenCL). [`core`] holds the pure
+//! logic the runtime relies on and is tested without a device.
+
+pub mod capi;
+/// cbindgen:ignore
+pub mod core;
+/// cbindgen:ignore
+pub mod opencl;
+pub mod runtime;

@@ -1,0 +1,191 @@
+//! Contexts: a set of devices of one platform, their USM allocations and
+//! their built programs.
+
+use super::platform::{Device, Platform};
+use super::program::{ProgramInner, ProgramKey};
+use super::queue::Queue;
+use crate::core::aspects::{usm_support, UsmStrategy, UsmSupport};
+use crate::core::error::{Error, Result, Status};
+use crate::core::registry::Registry;
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, Api};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static LIVE: Mutex<Vec<Weak<Context>>> = Mutex::new(Vec::new());
+
+pub struct Context {
+    pub id: u64,
+    pub cl: cl_context,
+    pub platform: &'static Platform,
+    pub devices: Vec<&'static Device>,
+    /// The USM strategy every device of the context shares.
+    pub strategy: UsmStrategy,
+    pub registry: Mutex<Registry>,
+    pub(crate) programs: Mutex<HashMap<ProgramKey, Arc<ProgramInner>>>,
+    pub(crate) queues: Mutex<Vec<Weak<Queue>>>,
+}
+
+// SAFETY: cl_context is thread-safe per the OpenCL specification; all other
+// shared state is behind mutexes.
+unsafe impl Send for Context {}
+// SAFETY: as above.
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Creates a context over `devices`, which must share one platform.
+    pub fn create(devices: &[&'static Device]) -> Result<Arc<Context>> {
+        let api = api()?;
+        let first = devices
+            .first()
+            .ok_or_else(|| Error::invalid("a context needs at least one device (0 given)"))?;
+        for (i, d) in devices.iter().enumerate() {
+            if d.platform_index != first.platform_index {
+                return Err(Error::invalid(format!(
+                    "devices of a context must share a platform: device {} is on platform {} \
+                     but device {} is on platform {}",
+                    first.label(),
+                    first.platform_index,
+                    d.label(),
+                    d.platform_index
+                )));
+            }
+            if devices[..i].iter().any(|o| std::ptr::eq(*o, *d)) {
+                return Err(Error::invalid(format!(
+                    "device {} is listed twice for one context",
+                    d.label()
+                )));
+            }
+        }
+        let platform = first.platform()?;
+        let props: [cl_context_properties; 3] =
+            [CL_CONTEXT_PLATFORM, platform.id as cl_context_properties, 0];
+        let ids: Vec<cl_device_id> = devices.iter().map(|d| d.id).collect();
+        let mut err = CL_SUCCESS;
+        // SAFETY: `props` is zero-terminated, `ids` holds valid device ids of
+        // that platform, and no callback is registered.
+        let cl = unsafe {
+            (api.clCreateContext)(
+                props.as_ptr(),
+                ids.len() as cl_uint,
+                ids.as_ptr(),
+                None,
+                std::ptr::null_mut(),
+                &mut err,
+            )
+        };
+        if cl.is_null() || err != CL_SUCCESS {
+            return Err(Error::opencl(err, "clCreateContext"));
+        }
+        let strategy = if devices.iter().all(|d| d.strategy == UsmStrategy::IntelUsm) {
+            UsmStrategy::IntelUsm
+        } else if devices.iter().all(|d| d.strategy != UsmStrategy::None) {
+            UsmStrategy::Svm
+        } else {
+            UsmStrategy::None
+        };
+        let ctx = Arc::new(Context {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            cl,
+            platform,
+            devices: devices.to_vec(),
+            strategy,
+            registry: Mutex::new(Registry::new()),
+            programs: Mutex::new(HashMap::new()),
+            queues: Mutex::new(Vec::new()),
+        });
+        let mut live = LIVE.lock();
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&ctx));
+        Ok(ctx)
+    }
+
+    /// Position of `d` among this context's devices.
+    pub fn device_index(&self, d: &Device) -> Option<usize> {
+        self.devices.iter().position(|o| std::ptr::eq(*o, d))
+    }
+
+    /// What USM `d` supports within this context.
+    pub fn support(&self, d: &Device) -> UsmSupport {
+        if self.strategy == d.strategy {
+            d.usm
+        } else {
+            usm_support(self.strategy, &d.caps)
+        }
+    }
+
+    pub fn require_device(&self, d: &Device) -> Result<usize> {
+        self.device_index(d).ok_or_else(|| {
+            Error::new(
+                Status::WrongContext,
+                format!(
+                    "device {} is not part of context {} (its devices: {})",
+                    d.label(),
+                    self.id,
+                    self.devices
+                        .iter()
+                        .map(|x| x.label())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Finishes every live queue of this context.
+    pub fn finish_queues(&self) {
+        let queues: Vec<Arc<Queue>> = {
+            let mut qs = self.queues.lock();
+            qs.retain(|w| w.strong_count() > 0);
+            qs.iter().filter_map(Weak::upgrade).collect()
+        };
+        for q in queues {
+            q.finish_quietly();
+        }
+    }
+
+    /// When `addr` belongs to another live context's USM, names that context.
+    pub fn foreign_owner(&self, addr: usize) -> Option<u64> {
+        let others: Vec<Arc<Context>> = LIVE.lock().iter().filter_map(Weak::upgrade).collect();
+        others
+            .iter()
+            .filter(|c| c.id != self.id)
+            .find(|c| c.registry.lock().find(addr).is_some())
+            .map(|c| c.id)
+    }
+
+    pub(crate) fn free_raw(&self, api: &Api, ptr: usize) {
+        let p = ptr as *mut std::ffi::c_void;
+        if let Some(intel) = self
+            .platform
+            .intel_usm
+            .as_ref()
+            .filter(|_| self.strategy == UsmStrategy::IntelUsm)
+        {
+            // SAFETY: `p` was returned by an Intel USM allocation in this
+            // context and is freed once, after its registry entry was removed.
+            unsafe { (intel.clMemBlockingFreeINTEL)(self.cl, p) };
+        } else if let Some(free) = api.clSVMFree {
+            // SAFETY: `p` came from clSVMAlloc in this context; the caller has
+            // finished the queues that could use it.
+            unsafe { free(self.cl, p) };
+        }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        let Ok(api) = api() else { return };
+        let left = self.registry.get_mut().drain();
+        for (base, _) in left {
+            self.free_raw(api, base);
+        }
+        self.programs.get_mut().clear();
+        // SAFETY: the context was created by clCreateContext and this is its
+        // last Syrah owner; OpenCL keeps it alive for objects still using it.
+        unsafe { (api.clReleaseContext)(self.cl) };
+    }
+}

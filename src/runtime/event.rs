@@ -1,0 +1,177 @@
+//! Events: completion, failure reported once, profiling timestamps.
+
+use super::context::Context;
+use crate::core::error::{Error, Result, Status};
+use crate::opencl::ffi::*;
+use crate::opencl::info;
+use crate::opencl::loader::{api, check, cl_error_name};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Execution state as the C API reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventState {
+    Queued,
+    Submitted,
+    Running,
+    Complete,
+    Failed,
+}
+
+pub struct Event {
+    pub cl: cl_event,
+    pub ctx_id: u64,
+    /// What the command was, for error messages.
+    pub what: String,
+    /// Set once the failure of this command has been delivered.
+    pub reported: AtomicBool,
+    pub profiling: bool,
+    pub user: bool,
+}
+
+// SAFETY: cl_event is thread-safe per the OpenCL specification.
+unsafe impl Send for Event {}
+// SAFETY: as above; the only mutable state is atomic.
+unsafe impl Sync for Event {}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if let Ok(api) = api() {
+            // SAFETY: this Event owns one reference to `cl`.
+            unsafe { (api.clReleaseEvent)(self.cl) };
+        }
+    }
+}
+
+impl Event {
+    pub fn new(cl: cl_event, ctx_id: u64, what: String, profiling: bool) -> Arc<Event> {
+        Arc::new(Event {
+            cl,
+            ctx_id,
+            what,
+            reported: AtomicBool::new(false),
+            profiling,
+            user: false,
+        })
+    }
+
+    /// A user event, completed by [`Event::complete_user`].
+    pub fn create_user(ctx: &Context) -> Result<Arc<Event>> {
+        let api = api()?;
+        let mut err = CL_SUCCESS;
+        // SAFETY: `ctx.cl` is a live context.
+        let cl = unsafe { (api.clCreateUserEvent)(ctx.cl, &mut err) };
+        if cl.is_null() || err != CL_SUCCESS {
+            return Err(Error::opencl(err, "clCreateUserEvent"));
+        }
+        Ok(Arc::new(Event {
+            cl,
+            ctx_id: ctx.id,
+            what: "user event".into(),
+            reported: AtomicBool::new(false),
+            profiling: false,
+            user: true,
+        }))
+    }
+
+    pub fn complete_user(&self, failed: bool) -> Result<()> {
+        if !self.user {
+            return Err(Error::invalid(format!(
+                "only user events can be completed by hand; this event is a {}",
+                self.what
+            )));
+        }
+        let api = api()?;
+        let status = if failed { -1 } else { CL_COMPLETE };
+        // SAFETY: `self.cl` is a user event created by clCreateUserEvent.
+        let rc = unsafe { (api.clSetUserEventStatus)(self.cl, status) };
+        if rc == CL_INVALID_OPERATION {
+            return Err(Error::invalid("the user event was already completed"));
+        }
+        check(rc, "clSetUserEventStatus")
+    }
+
+    /// The raw OpenCL execution status.
+    pub fn raw_status(&self) -> Result<cl_int> {
+        info::event_scalar::<cl_int>(api()?, self.cl, CL_EVENT_COMMAND_EXECUTION_STATUS)
+    }
+
+    pub fn state(&self) -> Result<EventState> {
+        Ok(match self.raw_status()? {
+            CL_COMPLETE => EventState::Complete,
+            CL_RUNNING => EventState::Running,
+            CL_SUBMITTED => EventState::Submitted,
+            CL_QUEUED => EventState::Queued,
+            _ => EventState::Failed,
+        })
+    }
+
+    /// The failure this event carries, built whether or not it was reported.
+    pub fn failure(&self, code: cl_int) -> Error {
+        Error::new(
+            Status::ExecutionFailed,
+            format!(
+                "{} failed on the device: {} ({code})",
+                self.what,
+                cl_error_name(code)
+            ),
+        )
+    }
+
+    /// Claims the right to report this event's failure; true exactly once.
+    pub fn claim_report(&self) -> bool {
+        !self.reported.swap(true, Ordering::AcqRel)
+    }
+
+    /// Blocks until the command completes. A failure is returned by the
+    /// first wait (or queue wait) that sees it, and by no later one.
+    pub fn wait(&self) -> Result<()> {
+        let api = api()?;
+        // SAFETY: waiting on one live event.
+        let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };
+        let status = self.raw_status()?;
+        if status < 0 {
+            if self.claim_report() {
+                return Err(self.failure(status));
+            }
+            return Ok(());
+        }
+        check(rc, "clWaitForEvents")
+    }
+
+    /// A profiling timestamp in nanoseconds.
+    pub fn profiling_info(&self, which: cl_profiling_info) -> Result<u64> {
+        if !self.profiling {
+            return Err(Error::new(
+                Status::ProfilingUnavailable,
+                format!(
+                    "no profiling information for this {}: it was not submitted to a queue \
+                     created with SYRAH_QUEUE_PROFILING",
+                    self.what
+                ),
+            ));
+        }
+        if self.raw_status()? != CL_COMPLETE {
+            return Err(Error::new(
+                Status::ProfilingUnavailable,
+                format!(
+                    "profiling information for this {} is available once it has completed; \
+                     wait on the event first",
+                    self.what
+                ),
+            ));
+        }
+        info::profiling(api()?, self.cl, which)
+    }
+}
+
+/// Waits on several events; returns the first unreported failure.
+pub fn wait_all(events: &[Arc<Event>]) -> Result<()> {
+    let mut first: Option<Error> = None;
+    for e in events {
+        if let Err(err) = e.wait() {
+            first.get_or_insert(err);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}

@@ -1,0 +1,205 @@
+//! Kernel launches.
+
+use super::event::Event;
+use super::program::Kernel;
+use super::queue::{ptr_or_null, Queue};
+use crate::core::aspects::UsmStrategy;
+use crate::core::error::{Error, Result, Status};
+use crate::core::launch::{check_local_memory, NdRange};
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, cl_error_name};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// One kernel argument.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    /// Bytes passed by value.
+    Scalar(&'a [u8]),
+    /// A USM pointer.
+    Usm(*const c_void),
+    /// Group-local memory of this many bytes.
+    Local(usize),
+}
+
+/// Whether `SYRAH_VALIDATE=1` asked for the expensive checks.
+pub fn validating() -> bool {
+    static V: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("SYRAH_VALIDATE").is_ok_and(|v| !v.is_empty() && v != "0"))
+}
+
+impl Queue {
+    /// Launches `kernel` over `range` with `args` after `deps`.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        range: &NdRange,
+        args: &[Arg<'_>],
+        deps: &[&Event],
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        if kernel.ctx.id != self.ctx.id {
+            return Err(Error::new(
+                Status::WrongContext,
+                format!(
+                    "kernel '{}' belongs to context {}, the queue to context {}",
+                    kernel.name, kernel.ctx.id, self.ctx.id
+                ),
+            ));
+        }
+        let kinfo = kernel.info_for(self.device)?;
+        range.validate(&self.device.limits, kinfo.work_group_size)?;
+        if args.len() != kernel.num_args as usize {
+            return Err(Error::new(
+                Status::KernelArguments,
+                format!(
+                    "kernel '{}' takes {} argument{}, {} given",
+                    kernel.name,
+                    kernel.num_args,
+                    if kernel.num_args == 1 { "" } else { "s" },
+                    args.len()
+                ),
+            ));
+        }
+        let mut dynamic = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            match a {
+                Arg::Scalar([]) => {
+                    return Err(Error::new(
+                        Status::KernelArguments,
+                        format!(
+                            "argument {i} of kernel '{}' is a value of 0 bytes",
+                            kernel.name
+                        ),
+                    ))
+                }
+                Arg::Local(0) => {
+                    return Err(Error::new(
+                        Status::KernelArguments,
+                        format!(
+                            "argument {i} of kernel '{}' asks for 0 bytes of local memory",
+                            kernel.name
+                        ),
+                    ))
+                }
+                Arg::Local(n) => dynamic.push(*n),
+                Arg::Usm(p) => {
+                    if self.ctx.strategy == UsmStrategy::None {
+                        return Err(Error::new(
+                            Status::FeatureNotSupported,
+                            format!(
+                                "argument {i} of kernel '{}' is a USM pointer but device {} has no USM",
+                                kernel.name,
+                                self.device.label()
+                            ),
+                        ));
+                    }
+                    if validating() && !p.is_null() {
+                        let reg = self.ctx.registry.lock();
+                        if reg.find(*p as usize).is_none() {
+                            return Err(Error::new(
+                                Status::InvalidPointer,
+                                format!(
+                                    "argument {i} of kernel '{}' ({p:?}) is not inside a USM \
+                                     allocation of the queue's context",
+                                    kernel.name
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Arg::Scalar(_) => {}
+            }
+        }
+        check_local_memory(
+            &kernel.name,
+            kinfo.static_local_mem,
+            &dynamic,
+            self.device.limits.local_mem_size,
+        )?;
+        let what = format!("kernel '{}'", kernel.name);
+        if range.is_empty() {
+            return self.marker(deps, &what);
+        }
+        let wl = self.wait_list(deps)?;
+        let intel = self
+            .ctx
+            .platform
+            .intel_usm
+            .as_ref()
+            .filter(|_| self.ctx.strategy == UsmStrategy::IntelUsm);
+        let dims = range.dims as usize;
+        let mut ev: cl_event = std::ptr::null_mut();
+        {
+            let _guard = kernel.lock.lock();
+            for (i, a) in args.iter().enumerate() {
+                let idx = i as cl_uint;
+                let rc = match a {
+                    // SAFETY: `b` is a readable slice of the given length.
+                    Arg::Scalar(b) => unsafe {
+                        (api.clSetKernelArg)(kernel.cl, idx, b.len(), b.as_ptr().cast())
+                    },
+                    // SAFETY: a null value with a size reserves local memory.
+                    Arg::Local(n) => unsafe {
+                        (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null())
+                    },
+                    Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
+                        // SAFETY: the extension takes any USM pointer value.
+                        (Some(f), _) => unsafe {
+                            (f.clSetKernelArgMemPointerINTEL)(kernel.cl, idx, *p)
+                        },
+                        // SAFETY: SVM pointer arguments are plain values.
+                        (None, Some(f)) => unsafe { f(kernel.cl, idx, *p) },
+                        (None, None) => CL_INVALID_OPERATION,
+                    },
+                };
+                if rc != CL_SUCCESS {
+                    return Err(Error::new(
+                        if rc == -50 || rc == -51 {
+                            Status::KernelArguments
+                        } else {
+                            Status::Opencl
+                        },
+                        format!(
+                            "setting argument {i} ({}) of kernel '{}' failed: {} ({rc})",
+                            match a {
+                                Arg::Scalar(b) => format!("value of {} bytes", b.len()),
+                                Arg::Local(n) => format!("{n} bytes of local memory"),
+                                Arg::Usm(p) => format!("USM pointer {p:?}"),
+                            },
+                            kernel.name,
+                            cl_error_name(rc)
+                        ),
+                    ));
+                }
+            }
+            let local = range.local;
+            // SAFETY: arguments are set; the size arrays have `dims` entries;
+            // the wait list holds events of this context.
+            let rc = unsafe {
+                (api.clEnqueueNDRangeKernel)(
+                    self.cl,
+                    kernel.cl,
+                    dims as cl_uint,
+                    range.offset.as_ptr(),
+                    range.global.as_ptr(),
+                    local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr()),
+                    wl.len() as cl_uint,
+                    ptr_or_null(&wl),
+                    &mut ev,
+                )
+            };
+            if rc != CL_SUCCESS {
+                let mut e = Error::opencl(rc, &format!("enqueueing kernel '{}'", kernel.name));
+                if rc == -52 {
+                    e.status = Status::KernelArguments;
+                }
+                if rc == -5 && !dynamic.is_empty() {
+                    e.status = Status::OutOfLocalMemory;
+                }
+                return Err(e);
+            }
+        }
+        Ok(self.record(ev, what, None))
+    }
+}

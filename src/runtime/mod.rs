@@ -1,0 +1,10 @@
+//! The runtime core over the OpenCL backend: devices, contexts, queues,
+//! events, programs, kernels and USM.
+
+pub mod context;
+pub mod event;
+pub mod launch;
+pub mod platform;
+pub mod program;
+pub mod queue;
+pub mod usm;

@@ -1,0 +1,288 @@
+//! Platforms and devices, discovered once per process.
+
+use crate::core::aspects::{choose_strategy, usm_support, UsmCaps, UsmStrategy, UsmSupport};
+use crate::core::error::{Error, Result, Status};
+use crate::core::launch::Limits;
+use crate::core::selector::{DeviceDesc, DeviceKind};
+use crate::opencl::ffi::*;
+use crate::opencl::info;
+use crate::opencl::intel::IntelUsm;
+use crate::opencl::loader::{api, check, Api};
+use std::sync::OnceLock;
+
+/// One OpenCL platform and its devices.
+pub struct Platform {
+    pub id: cl_platform_id,
+    pub index: usize,
+    pub name: String,
+    pub vendor: String,
+    pub version: String,
+    pub extensions: String,
+    pub intel_usm: Option<IntelUsm>,
+    pub devices: Vec<Device>,
+}
+
+/// One OpenCL device with everything Syrah needs to know about it.
+pub struct Device {
+    pub id: cl_device_id,
+    pub platform_index: usize,
+    pub index: usize,
+    pub name: String,
+    pub vendor: String,
+    pub driver_version: String,
+    pub version: String,
+    pub opencl_c_version: String,
+    pub extensions: String,
+    pub il_version: String,
+    pub kind: DeviceKind,
+    pub compute_units: u32,
+    pub global_mem_size: u64,
+    pub max_mem_alloc_size: u64,
+    pub max_clock_mhz: u32,
+    pub limits: Limits,
+    pub fp64: bool,
+    pub out_of_order: bool,
+    pub profiling: bool,
+    pub caps: UsmCaps,
+    pub strategy: UsmStrategy,
+    pub usm: UsmSupport,
+}
+
+// SAFETY: OpenCL platform and device ids are process-wide identifiers that
+// every OpenCL entry point accepts from any thread; the rest is plain data.
+unsafe impl Send for Platform {}
+// SAFETY: as above; nothing is mutated after discovery.
+unsafe impl Sync for Platform {}
+// SAFETY: see Platform.
+unsafe impl Send for Device {}
+// SAFETY: see Platform.
+unsafe impl Sync for Device {}
+
+impl Device {
+    pub fn desc(&self, platform: &Platform) -> DeviceDesc {
+        DeviceDesc {
+            platform_index: self.platform_index,
+            device_index: self.index,
+            platform_name: platform.name.clone(),
+            platform_vendor: platform.vendor.clone(),
+            device_name: self.name.clone(),
+            device_vendor: self.vendor.clone(),
+            kind: self.kind,
+        }
+    }
+
+    pub fn platform(&self) -> Result<&'static Platform> {
+        runtime()?
+            .platforms
+            .get(self.platform_index)
+            .ok_or_else(|| Error::new(Status::Internal, "device names an unknown platform"))
+    }
+
+    /// "P.D name", for messages.
+    pub fn label(&self) -> String {
+        format!("{}.{} '{}'", self.platform_index, self.index, self.name)
+    }
+}
+
+/// Every platform and device found.
+pub struct Runtime {
+    pub platforms: Vec<Platform>,
+}
+
+impl Runtime {
+    pub fn devices(&self) -> impl Iterator<Item = &Device> {
+        self.platforms.iter().flat_map(|p| p.devices.iter())
+    }
+
+    pub fn descs(&self) -> Vec<DeviceDesc> {
+        self.platforms
+            .iter()
+            .flat_map(|p| p.devices.iter().map(move |d| d.desc(p)))
+            .collect()
+    }
+}
+
+static RUNTIME: OnceLock<Result<Runtime>> = OnceLock::new();
+
+/// The discovered platforms; errors when OpenCL is missing.
+pub fn runtime() -> Result<&'static Runtime> {
+    RUNTIME.get_or_init(discover).as_ref().map_err(Clone::clone)
+}
+
+fn discover() -> Result<Runtime> {
+    let api = api()?;
+    let mut n: cl_uint = 0;
+    // SAFETY: count query with a null list; `n` is a valid out pointer.
+    let rc = unsafe { (api.clGetPlatformIDs)(0, std::ptr::null_mut(), &mut n) };
+    if rc == CL_PLATFORM_NOT_FOUND_KHR || (rc == CL_SUCCESS && n == 0) {
+        return Ok(Runtime {
+            platforms: Vec::new(),
+        });
+    }
+    check(rc, "clGetPlatformIDs")?;
+    let mut ids = vec![std::ptr::null_mut(); n as usize];
+    check(
+        // SAFETY: `ids` has room for `n` platform ids.
+        unsafe { (api.clGetPlatformIDs)(n, ids.as_mut_ptr(), std::ptr::null_mut()) },
+        "clGetPlatformIDs",
+    )?;
+    let mut platforms = Vec::new();
+    for id in ids {
+        // A platform that cannot be queried is left out rather than failing
+        // discovery of the others.
+        if let Ok(p) = load_platform(api, id, platforms.len()) {
+            platforms.push(p);
+        }
+    }
+    Ok(Runtime { platforms })
+}
+
+fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform> {
+    let name = info::platform_string(api, id, CL_PLATFORM_NAME)?;
+    let vendor = info::platform_string(api, id, CL_PLATFORM_VENDOR)?;
+    let version = info::platform_string(api, id, CL_PLATFORM_VERSION)?;
+    let extensions = info::platform_string(api, id, CL_PLATFORM_EXTENSIONS).unwrap_or_default();
+    let mut n: cl_uint = 0;
+    // SAFETY: count query with a null list.
+    let rc =
+        unsafe { (api.clGetDeviceIDs)(id, CL_DEVICE_TYPE_ALL, 0, std::ptr::null_mut(), &mut n) };
+    let mut dev_ids = Vec::new();
+    if rc == CL_SUCCESS && n > 0 {
+        dev_ids = vec![std::ptr::null_mut(); n as usize];
+        check(
+            // SAFETY: `dev_ids` has room for `n` ids.
+            unsafe {
+                (api.clGetDeviceIDs)(
+                    id,
+                    CL_DEVICE_TYPE_ALL,
+                    n,
+                    dev_ids.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            "clGetDeviceIDs",
+        )?;
+    } else if rc != CL_DEVICE_NOT_FOUND {
+        check(rc, "clGetDeviceIDs")?;
+    }
+    let any_intel_usm = dev_ids.iter().any(|&d| {
+        info::device_string(api, d, CL_DEVICE_EXTENSIONS)
+            .map(|e| has_ext(&e, "cl_intel_unified_shared_memory"))
+            .unwrap_or(false)
+    });
+    let intel_usm = if any_intel_usm {
+        IntelUsm::load(api, id)
+    } else {
+        None
+    };
+    let mut devices = Vec::new();
+    for d in dev_ids {
+        if let Ok(dev) = load_device(api, d, index, devices.len(), intel_usm.is_some()) {
+            devices.push(dev);
+        }
+    }
+    Ok(Platform {
+        id,
+        index,
+        name,
+        vendor,
+        version,
+        extensions,
+        intel_usm,
+        devices,
+    })
+}
+
+fn has_ext(list: &str, name: &str) -> bool {
+    list.split_whitespace().any(|e| e == name)
+}
+
+fn load_device(
+    api: &Api,
+    id: cl_device_id,
+    platform_index: usize,
+    index: usize,
+    intel_fns: bool,
+) -> Result<Device> {
+    let ty: cl_device_type = info::device_scalar(api, id, CL_DEVICE_TYPE)?;
+    let kind = if ty & CL_DEVICE_TYPE_GPU != 0 {
+        DeviceKind::Gpu
+    } else if ty & CL_DEVICE_TYPE_CPU != 0 {
+        DeviceKind::Cpu
+    } else if ty & CL_DEVICE_TYPE_ACCELERATOR != 0 {
+        DeviceKind::Accelerator
+    } else {
+        DeviceKind::Other
+    };
+    let extensions = info::device_string(api, id, CL_DEVICE_EXTENSIONS).unwrap_or_default();
+    let sizes = info::device_sizes(api, id, CL_DEVICE_MAX_WORK_ITEM_SIZES).unwrap_or_default();
+    let item = |i: usize| sizes.get(i).copied().unwrap_or(1);
+    let queue_props: cl_command_queue_properties =
+        info::device_scalar_or(api, id, CL_DEVICE_QUEUE_ON_HOST_PROPERTIES, 0);
+    let has_intel = intel_fns && has_ext(&extensions, "cl_intel_unified_shared_memory");
+    let caps = UsmCaps {
+        has_intel_usm: has_intel,
+        intel_host: if has_intel {
+            info::device_scalar_or(api, id, CL_DEVICE_HOST_MEM_CAPABILITIES_INTEL, 0)
+        } else {
+            0
+        },
+        intel_device: if has_intel {
+            info::device_scalar_or(api, id, CL_DEVICE_DEVICE_MEM_CAPABILITIES_INTEL, 0)
+        } else {
+            0
+        },
+        intel_shared: if has_intel {
+            info::device_scalar_or(
+                api,
+                id,
+                CL_DEVICE_SINGLE_DEVICE_SHARED_MEM_CAPABILITIES_INTEL,
+                0,
+            )
+        } else {
+            0
+        },
+        intel_system: if has_intel {
+            info::device_scalar_or(api, id, CL_DEVICE_SHARED_SYSTEM_MEM_CAPABILITIES_INTEL, 0)
+        } else {
+            0
+        },
+        svm: if api.clSVMAlloc.is_some() {
+            info::device_scalar_or(api, id, CL_DEVICE_SVM_CAPABILITIES, 0)
+        } else {
+            0
+        },
+    };
+    let strategy = choose_strategy(&caps);
+    let usm = usm_support(strategy, &caps);
+    let double_fp: cl_ulong = info::device_scalar_or(api, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0);
+    Ok(Device {
+        id,
+        platform_index,
+        index,
+        name: info::device_string(api, id, CL_DEVICE_NAME)?,
+        vendor: info::device_string(api, id, CL_DEVICE_VENDOR).unwrap_or_default(),
+        driver_version: info::device_string(api, id, CL_DRIVER_VERSION).unwrap_or_default(),
+        version: info::device_string(api, id, CL_DEVICE_VERSION).unwrap_or_default(),
+        opencl_c_version: info::device_string(api, id, CL_DEVICE_OPENCL_C_VERSION)
+            .unwrap_or_default(),
+        il_version: info::device_string(api, id, CL_DEVICE_IL_VERSION).unwrap_or_default(),
+        extensions,
+        kind,
+        compute_units: info::device_scalar_or(api, id, CL_DEVICE_MAX_COMPUTE_UNITS, 1),
+        global_mem_size: info::device_scalar_or(api, id, CL_DEVICE_GLOBAL_MEM_SIZE, 0),
+        max_mem_alloc_size: info::device_scalar_or(api, id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, 0),
+        max_clock_mhz: info::device_scalar_or(api, id, CL_DEVICE_MAX_CLOCK_FREQUENCY, 0),
+        limits: Limits {
+            max_work_group_size: info::device_scalar_or(api, id, CL_DEVICE_MAX_WORK_GROUP_SIZE, 1),
+            max_work_item_sizes: [item(0), item(1), item(2)],
+            local_mem_size: info::device_scalar_or(api, id, CL_DEVICE_LOCAL_MEM_SIZE, 0),
+        },
+        fp64: double_fp != 0,
+        out_of_order: queue_props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0,
+        profiling: queue_props & CL_QUEUE_PROFILING_ENABLE != 0,
+        caps,
+        strategy,
+        usm,
+    })
+}

@@ -1,0 +1,553 @@
+//! Unified shared memory: allocation through the context's strategy and
+//! the queue operations on USM pointers.
+
+use super::context::Context;
+use super::event::Event;
+use super::platform::Device;
+use super::queue::{ptr_or_null, Queue};
+use crate::core::aspects::UsmStrategy;
+use crate::core::error::{Error, Result, Status};
+use crate::core::fill::{self, FillPlan};
+use crate::core::registry::{AllocKind, AllocRecord};
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, check};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Largest seed block staged on the host for fills of odd pattern sizes.
+const FILL_SEED_CAP: usize = 64 * 1024;
+
+impl Context {
+    fn feature_error(&self, kind: AllocKind, d: Option<&Device>, why: &str) -> Error {
+        Error::new(
+            Status::FeatureNotSupported,
+            format!(
+                "{} USM allocations are not supported{} (USM strategy '{}'): {why}",
+                kind.name(),
+                d.map(|d| format!(" on device {}", d.label()))
+                    .unwrap_or_default(),
+                self.strategy.name()
+            ),
+        )
+    }
+
+    /// Allocates `size` bytes of `kind` USM (`device` is required for
+    /// device and shared allocations and ignored for host ones).
+    pub fn usm_alloc(
+        &self,
+        kind: AllocKind,
+        device: Option<&'static Device>,
+        size: usize,
+        align: usize,
+    ) -> Result<*mut c_void> {
+        let api = api()?;
+        let dev_index = match (kind, device) {
+            (AllocKind::Host, _) => None,
+            (_, Some(d)) => Some(self.require_device(d)?),
+            (_, None) => {
+                return Err(Error::new(
+                    Status::NullArgument,
+                    format!("{} USM allocations need a device", kind.name()),
+                ))
+            }
+        };
+        if size == 0 {
+            return Err(Error::invalid(format!(
+                "{} USM allocation of size 0 requested",
+                kind.name()
+            )));
+        }
+        if align != 0 && !align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "USM alignment {align} is not a power of two"
+            )));
+        }
+        let limit_devs: Vec<&Device> = match device {
+            Some(d) if kind != AllocKind::Host => vec![d],
+            _ => self.devices.to_vec(),
+        };
+        let max = limit_devs
+            .iter()
+            .map(|d| d.max_mem_alloc_size)
+            .max()
+            .unwrap_or(0);
+        if size as u64 > max {
+            return Err(Error::invalid(format!(
+                "{} USM allocation of {size} bytes exceeds the maximum single allocation of {max} bytes",
+                kind.name()
+            )));
+        }
+        // Support check: every device for host memory, the target otherwise.
+        let ok = limit_devs.iter().all(|d| {
+            let s = self.support(d);
+            match kind {
+                AllocKind::Host => s.host,
+                AllocKind::Device => s.device,
+                AllocKind::Shared => s.shared,
+            }
+        });
+        if !ok {
+            let why = match self.strategy {
+                UsmStrategy::None => {
+                    "the device has neither cl_intel_unified_shared_memory nor SVM"
+                }
+                UsmStrategy::Svm => {
+                    "host and shared allocations need fine-grain buffer SVM, which the device lacks"
+                }
+                UsmStrategy::IntelUsm => "the device reports no access to this kind of allocation",
+            };
+            return Err(self.feature_error(kind, device, why));
+        }
+        let ptr = match self.strategy {
+            UsmStrategy::IntelUsm => {
+                let f = self.platform.intel_usm.as_ref().ok_or_else(|| {
+                    Error::new(
+                        Status::Internal,
+                        "Intel USM strategy without its entry points",
+                    )
+                })?;
+                let a = align as cl_uint;
+                let mut err = CL_SUCCESS;
+                // SAFETY: live context (and device of it); null properties.
+                let p = unsafe {
+                    match (kind, device) {
+                        (AllocKind::Host, _) => {
+                            (f.clHostMemAllocINTEL)(self.cl, std::ptr::null(), size, a, &mut err)
+                        }
+                        (AllocKind::Device, Some(d)) => (f.clDeviceMemAllocINTEL)(
+                            self.cl,
+                            d.id,
+                            std::ptr::null(),
+                            size,
+                            a,
+                            &mut err,
+                        ),
+                        (AllocKind::Shared, Some(d)) => (f.clSharedMemAllocINTEL)(
+                            self.cl,
+                            d.id,
+                            std::ptr::null(),
+                            size,
+                            a,
+                            &mut err,
+                        ),
+                        _ => std::ptr::null_mut(),
+                    }
+                };
+                if p.is_null() || err != CL_SUCCESS {
+                    let mut e = Error::opencl(
+                        err,
+                        &format!("{} USM allocation of {size} bytes", kind.name()),
+                    );
+                    if err == CL_SUCCESS {
+                        e = Error::new(
+                            Status::OutOfDeviceMemory,
+                            format!(
+                                "{} USM allocation of {size} bytes returned no memory",
+                                kind.name()
+                            ),
+                        );
+                    }
+                    return Err(e);
+                }
+                p
+            }
+            UsmStrategy::Svm => {
+                let f = api.clSVMAlloc.ok_or_else(|| {
+                    Error::new(Status::Internal, "SVM strategy without clSVMAlloc")
+                })?;
+                let a = cl_uint::try_from(align).map_err(|_| {
+                    Error::invalid(format!("USM alignment {align} is too large for SVM"))
+                })?;
+                let mut flags = CL_MEM_READ_WRITE;
+                if kind != AllocKind::Device {
+                    flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
+                    if limit_devs.iter().all(|d| self.support(d).atomic_shared) {
+                        flags |= CL_MEM_SVM_ATOMICS;
+                    }
+                }
+                // SAFETY: live context; flags and alignment were checked.
+                let p = unsafe { f(self.cl, flags, size, a) };
+                if p.is_null() {
+                    return Err(Error::new(
+                        Status::OutOfDeviceMemory,
+                        format!(
+                            "clSVMAlloc of {size} bytes ({} USM) returned no memory",
+                            kind.name()
+                        ),
+                    ));
+                }
+                p
+            }
+            UsmStrategy::None => return Err(self.feature_error(kind, device, "no USM")),
+        };
+        let rec = AllocRecord {
+            size,
+            kind,
+            device: dev_index,
+        };
+        if let Err(e) = self.registry.lock().insert(ptr as usize, rec) {
+            self.free_raw(api, ptr as usize);
+            return Err(e);
+        }
+        Ok(ptr)
+    }
+
+    /// Frees a USM allocation, first waiting for work that may use it.
+    pub fn usm_free(&self, ptr: *mut c_void) -> Result<()> {
+        let api = api()?;
+        let addr = ptr as usize;
+        let removed = self.registry.lock().remove(addr);
+        match removed {
+            Ok(_) => {
+                if self.strategy == UsmStrategy::Svm {
+                    self.finish_queues();
+                }
+                self.free_raw(api, addr);
+                Ok(())
+            }
+            Err(mut e) => {
+                if let Some(other) = self.foreign_owner(addr) {
+                    e = Error::new(
+                        Status::WrongContext,
+                        format!(
+                            "pointer {addr:#x} belongs to context {other}, not to context {}",
+                            self.id
+                        ),
+                    );
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Kind of the allocation containing `ptr`, if any.
+    pub fn pointer_kind(&self, ptr: *const c_void) -> Option<(AllocKind, Option<usize>)> {
+        self.registry
+            .lock()
+            .find(ptr as usize)
+            .map(|f| (f.record.kind, f.record.device))
+    }
+}
+
+impl Queue {
+    fn require_usm(&self, op: &str) -> Result<()> {
+        if self.ctx.strategy == UsmStrategy::None {
+            return Err(Error::new(
+                Status::FeatureNotSupported,
+                format!(
+                    "{op} needs USM, which device {} does not have (no cl_intel_unified_shared_memory, no SVM)",
+                    self.device.label()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a USM destination range belongs to this context.
+    fn check_usm_range(&self, ptr: *const c_void, len: usize, what: &str) -> Result<()> {
+        let addr = ptr as usize;
+        let r = self
+            .ctx
+            .registry
+            .lock()
+            .check_range(addr, len, what)
+            .map(|_| ());
+        match r {
+            Err(e) if e.status == Status::InvalidPointer => {
+                if let Some(other) = self.ctx.foreign_owner(addr) {
+                    return Err(Error::new(
+                        Status::WrongContext,
+                        format!(
+                            "{what} {addr:#x} belongs to context {other}, not to the queue's context {}",
+                            self.ctx.id
+                        ),
+                    ));
+                }
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    /// Checks a memcpy operand: USM of this context (bounded) or host memory.
+    fn check_copy_operand(&self, ptr: *const c_void, len: usize, what: &str) -> Result<()> {
+        let addr = ptr as usize;
+        let inside = self.ctx.registry.lock().find(addr).is_some();
+        if inside {
+            return self.check_usm_range(ptr, len, what);
+        }
+        if let Some(other) = self.ctx.foreign_owner(addr) {
+            return Err(Error::new(
+                Status::WrongContext,
+                format!(
+                    "{what} {addr:#x} belongs to context {other}, not to the queue's context {}",
+                    self.ctx.id
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn enqueue_copy(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize,
+        wl: &[cl_event],
+    ) -> Result<cl_event> {
+        let api = api()?;
+        let mut ev: cl_event = std::ptr::null_mut();
+        let rc = match self.intel() {
+            // SAFETY: validated pointers and size; wait list of this context.
+            Some(f) => unsafe {
+                (f.clEnqueueMemcpyINTEL)(
+                    self.cl,
+                    CL_FALSE,
+                    dst,
+                    src,
+                    size,
+                    wl.len() as cl_uint,
+                    ptr_or_null(wl),
+                    &mut ev,
+                )
+            },
+            None => {
+                let f = api.clEnqueueSVMMemcpy.ok_or_else(|| {
+                    Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemcpy")
+                })?;
+                // SAFETY: as above.
+                unsafe {
+                    f(
+                        self.cl,
+                        CL_FALSE,
+                        dst,
+                        src,
+                        size,
+                        wl.len() as cl_uint,
+                        ptr_or_null(wl),
+                        &mut ev,
+                    )
+                }
+            }
+        };
+        check(rc, "USM memcpy")?;
+        Ok(ev)
+    }
+
+    fn intel(&self) -> Option<&'static crate::opencl::intel::IntelUsm> {
+        self.ctx
+            .platform
+            .intel_usm
+            .as_ref()
+            .filter(|_| self.ctx.strategy == UsmStrategy::IntelUsm)
+    }
+
+    /// Copies `size` bytes; either side may be USM of this context or host
+    /// memory. The host side must stay valid until the event completes.
+    /// # Safety
+    /// Host pointers passed here must stay valid for the command's
+    /// duration; USM pointers are checked against the registry.
+    pub unsafe fn memcpy(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize,
+        deps: &[&Event],
+    ) -> Result<Arc<Event>> {
+        self.require_usm("memcpy")?;
+        if size == 0 {
+            return self.marker(deps, "memcpy of 0 bytes");
+        }
+        let (d, s) = (dst as usize, src as usize);
+        if d.checked_add(size).is_none() || s.checked_add(size).is_none() {
+            return Err(Error::invalid(format!(
+                "memcpy of {size} bytes wraps the address space"
+            )));
+        }
+        if d < s + size && s < d + size {
+            return Err(Error::invalid(format!(
+                "memcpy source {s:#x} and destination {d:#x} overlap over {size} bytes"
+            )));
+        }
+        self.check_copy_operand(dst, size, "memcpy destination")?;
+        self.check_copy_operand(src, size, "memcpy source")?;
+        let wl = self.wait_list(deps)?;
+        let ev = self.enqueue_copy(dst, src, size, &wl)?;
+        Ok(self.record(ev, format!("memcpy of {size} bytes"), None))
+    }
+
+    /// Fills `size` bytes at `dst` with `pattern` repeated.
+    /// # Safety
+    /// Host pointers passed here must stay valid for the command's
+    /// duration; USM pointers are checked against the registry.
+    pub unsafe fn fill(
+        &self,
+        dst: *mut c_void,
+        pattern: &[u8],
+        size: usize,
+        deps: &[&Event],
+    ) -> Result<Arc<Event>> {
+        self.require_usm("fill")?;
+        let what = format!("fill of {size} bytes with a {}-byte pattern", pattern.len());
+        let plan = fill::plan(pattern, size, FILL_SEED_CAP)?;
+        if plan == FillPlan::Empty {
+            return self.marker(deps, &what);
+        }
+        self.check_usm_range(dst, size, "fill destination")?;
+        let api = api()?;
+        let wl = self.wait_list(deps)?;
+        match plan {
+            FillPlan::Empty => self.marker(deps, &what),
+            FillPlan::Native => {
+                let mut ev: cl_event = std::ptr::null_mut();
+                let rc = match self.intel() {
+                    // SAFETY: validated range; OpenCL copies the pattern.
+                    Some(f) => unsafe {
+                        (f.clEnqueueMemFillINTEL)(
+                            self.cl,
+                            dst,
+                            pattern.as_ptr().cast(),
+                            pattern.len(),
+                            size,
+                            wl.len() as cl_uint,
+                            ptr_or_null(&wl),
+                            &mut ev,
+                        )
+                    },
+                    None => {
+                        let f = api.clEnqueueSVMMemFill.ok_or_else(|| {
+                            Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
+                        })?;
+                        // SAFETY: as above.
+                        unsafe {
+                            f(
+                                self.cl,
+                                dst,
+                                pattern.as_ptr().cast(),
+                                pattern.len(),
+                                size,
+                                wl.len() as cl_uint,
+                                ptr_or_null(&wl),
+                                &mut ev,
+                            )
+                        }
+                    }
+                };
+                check(rc, "USM fill")?;
+                Ok(self.record(ev, what, None))
+            }
+            FillPlan::Staged { seed, copies } => {
+                let seed = seed.into_boxed_slice();
+                let base = dst as usize;
+                let first = self.enqueue_copy(dst, seed.as_ptr().cast(), seed.len(), &wl)?;
+                // The seed stays alive with the first copy's tracking entry.
+                let mut prev = self.record(first, format!("{what} (seed)"), Some(Box::new(seed)));
+                for c in copies {
+                    let ev = self.enqueue_copy(
+                        (base + c.dst) as *mut c_void,
+                        (base + c.src) as *const c_void,
+                        c.len,
+                        &[prev.cl],
+                    )?;
+                    prev = self.record(ev, what.clone(), None);
+                }
+                Ok(prev)
+            }
+        }
+    }
+
+    /// Hints that `[ptr, ptr + size)` will be used on this queue's device.
+    /// # Safety
+    /// Host pointers passed here must stay valid for the command's
+    /// duration; USM pointers are checked against the registry.
+    pub unsafe fn prefetch(
+        &self,
+        ptr: *const c_void,
+        size: usize,
+        deps: &[&Event],
+    ) -> Result<Arc<Event>> {
+        self.require_usm("prefetch")?;
+        if size == 0 {
+            return self.marker(deps, "prefetch of 0 bytes");
+        }
+        self.check_usm_range(ptr, size, "prefetch address")?;
+        let api = api()?;
+        let wl = self.wait_list(deps)?;
+        let mut ev: cl_event = std::ptr::null_mut();
+        let rc = match (self.intel(), api.clEnqueueSVMMigrateMem) {
+            (Some(f), _) => match f.clEnqueueMigrateMemINTEL {
+                // SAFETY: validated range; flags 0 migrate to the device.
+                Some(m) => unsafe {
+                    m(
+                        self.cl,
+                        ptr,
+                        size,
+                        0,
+                        wl.len() as cl_uint,
+                        ptr_or_null(&wl),
+                        &mut ev,
+                    )
+                },
+                None => return self.marker(deps, "prefetch (no migration entry point)"),
+            },
+            // SAFETY: one validated SVM range, migrated to the device.
+            (None, Some(m)) => unsafe {
+                m(
+                    self.cl,
+                    1,
+                    &ptr,
+                    &size,
+                    0,
+                    wl.len() as cl_uint,
+                    ptr_or_null(&wl),
+                    &mut ev,
+                )
+            },
+            (None, None) => return self.marker(deps, "prefetch (no migration entry point)"),
+        };
+        check(rc, "USM prefetch")?;
+        Ok(self.record(ev, format!("prefetch of {size} bytes"), None))
+    }
+
+    /// Passes device-specific `advice` for a USM range to the driver.
+    /// # Safety
+    /// Host pointers passed here must stay valid for the command's
+    /// duration; USM pointers are checked against the registry.
+    pub unsafe fn mem_advise(
+        &self,
+        ptr: *const c_void,
+        size: usize,
+        advice: u32,
+        deps: &[&Event],
+    ) -> Result<Arc<Event>> {
+        self.require_usm("mem_advise")?;
+        self.check_usm_range(ptr, size.max(1), "mem_advise address")?;
+        if advice == 0 {
+            return self.marker(deps, "mem_advise (default advice)");
+        }
+        let wl = self.wait_list(deps)?;
+        match self.intel().and_then(|f| f.clEnqueueMemAdviseINTEL) {
+            Some(a) => {
+                let mut ev: cl_event = std::ptr::null_mut();
+                // SAFETY: validated range; the driver checks the advice value.
+                let rc = unsafe { a(self.cl, ptr, size, advice, wl.len() as cl_uint, ptr_or_null(&wl), &mut ev) };
+                if rc == CL_INVALID_VALUE {
+                    return Err(Error::invalid(format!(
+                        "mem_advise: the driver of device {} does not accept advice {advice}",
+                        self.device.label()
+                    )));
+                }
+                check(rc, "USM mem_advise")?;
+                Ok(self.record(ev, format!("mem_advise {advice}"), None))
+            }
+            None => Err(Error::new(
+                Status::FeatureNotSupported,
+                format!(
+                    "mem_advise {advice}: device {} (USM strategy '{}') defines no advice values; only 0 is accepted",
+                    self.device.label(),
+                    self.ctx.strategy.name()
+                ),
+            )),
+        }
+    }
+}
