@@ -8,6 +8,14 @@ fn main() {
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
+    println!("cargo:rerun-if-changed=syrah.map");
+    // Export only the syrah_* symbols and give the library a soname.
+    println!(
+        "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
+        dir.join("syrah.map").display()
+    );
+    let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap_or_else(|_| "0".into());
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsyrah.so.{major}");
     let config = match cbindgen::Config::from_file(dir.join("cbindgen.toml")) {
         Ok(c) => c,
         Err(e) => panic!("cbindgen.toml: {e}"),
