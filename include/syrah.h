@@ -507,6 +507,12 @@ syrah_status syrah_context_get_devices(const syrah_context *context,
                                        size_t *out_count);
 
 /*
+ The number of distinct program builds cached in the context (one per
+ source or binary, options and device set).
+ */
+syrah_status syrah_context_get_program_count(const syrah_context *context, size_t *out_count);
+
+/*
  Lists the OpenCL platforms. Writes up to `capacity` handles to
  `platforms` (which may be NULL when `capacity` is 0) and the total
  number to `*out_count`.

@@ -87,3 +87,19 @@ pub unsafe extern "C" fn syrah_context_get_devices(
         unsafe { out(out_count, c.devices.len(), "out_count") }
     })
 }
+
+/// The number of distinct program builds cached in the context (one per
+/// source or binary, options and device set).
+#[no_mangle]
+pub unsafe extern "C" fn syrah_context_get_program_count(
+    context: *const Context,
+    out_count: *mut usize,
+) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { borrow(context, "context") }?;
+        let n = c.programs.lock().len();
+        // SAFETY: forwarded contract.
+        unsafe { out(out_count, n, "out_count") }
+    })
+}

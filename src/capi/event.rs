@@ -8,16 +8,13 @@ use crate::runtime::context::Context;
 use crate::runtime::event::{wait_all, Event, EventState};
 use std::sync::Arc;
 
-pub(crate) unsafe fn deps_from<'a>(
-    list: *const *const Event,
-    count: usize,
-) -> Result<Vec<&'a Event>> {
+pub(crate) unsafe fn deps_from(list: *const *const Event, count: usize) -> Result<Vec<Arc<Event>>> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(list, count, "dependencies") }?;
     raw.iter()
         .enumerate()
         // SAFETY: each entry is an event handle per the contract.
-        .map(|(i, &p)| unsafe { borrow(p, &format!("dependencies[{i}]")) })
+        .map(|(i, &p)| unsafe { clone_arc(p, &format!("dependencies[{i}]")) })
         .collect()
 }
 

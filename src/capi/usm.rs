@@ -221,7 +221,7 @@ unsafe fn queue_op(
     deps: *const *const Event,
     ndeps: usize,
     out_event: *mut *mut Event,
-    f: impl FnOnce(&Queue, &[&Event]) -> Result<Arc<Event>>,
+    f: impl FnOnce(&Queue, &[Arc<Event>]) -> Result<Arc<Event>>,
 ) -> Result<()> {
     // SAFETY: forwarded contract.
     let q = unsafe { borrow(queue, "queue") }?;

@@ -48,6 +48,13 @@ pub fn plan(pattern: &[u8], total: usize, seed_cap: usize) -> Result<FillPlan> {
     if native_pattern_size(p) {
         return Ok(FillPlan::Native);
     }
+    Ok(staged(pattern, total, seed_cap))
+}
+
+/// The staged plan for a non-empty fill whose size is a whole number of
+/// patterns, whatever the pattern size.
+pub fn staged(pattern: &[u8], total: usize, seed_cap: usize) -> FillPlan {
+    let p = pattern.len().max(1);
     let k = (total / p).min((seed_cap / p).max(1));
     let seed: Vec<u8> = pattern.iter().copied().cycle().take(k * p).collect();
     let mut filled = seed.len();
@@ -61,7 +68,7 @@ pub fn plan(pattern: &[u8], total: usize, seed_cap: usize) -> Result<FillPlan> {
         });
         filled += len;
     }
-    Ok(FillPlan::Staged { seed, copies })
+    FillPlan::Staged { seed, copies }
 }
 
 #[cfg(test)]

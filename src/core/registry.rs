@@ -31,6 +31,9 @@ pub struct AllocRecord {
     pub kind: AllocKind,
     /// Index of the device within its context; `None` for host allocations.
     pub device: Option<usize>,
+    /// Address the backend returned, to free; differs from the base when
+    /// Syrah aligned the allocation itself.
+    pub raw: usize,
 }
 
 /// Allocation found for an address: its base and record.
@@ -147,6 +150,7 @@ mod tests {
             size,
             kind: AllocKind::Device,
             device: Some(0),
+            raw: 0,
         }
     }
 

@@ -93,6 +93,7 @@ pub const CL_OUT_OF_RESOURCES: cl_int = -5;
 pub const CL_OUT_OF_HOST_MEMORY: cl_int = -6;
 pub const CL_MEM_OBJECT_ALLOCATION_FAILURE: cl_int = -4;
 pub const CL_BUILD_PROGRAM_FAILURE: cl_int = -11;
+pub const CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST: cl_int = -14;
 pub const CL_INVALID_VALUE: cl_int = -30;
 pub const CL_INVALID_BINARY: cl_int = -42;
 pub const CL_INVALID_BUILD_OPTIONS: cl_int = -43;

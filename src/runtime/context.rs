@@ -180,8 +180,8 @@ impl Drop for Context {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
         let left = self.registry.get_mut().drain();
-        for (base, _) in left {
-            self.free_raw(api, base);
+        for (_, rec) in left {
+            self.free_raw(api, rec.raw);
         }
         self.programs.get_mut().clear();
         // SAFETY: the context was created by clCreateContext and this is its

@@ -5,7 +5,8 @@ use crate::core::error::{Error, Result, Status};
 use crate::opencl::ffi::*;
 use crate::opencl::info;
 use crate::opencl::loader::{api, check, cl_error_name};
-use std::sync::atomic::{AtomicBool, Ordering};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Execution state as the C API reports it.
@@ -27,7 +28,16 @@ pub struct Event {
     pub reported: AtomicBool,
     pub profiling: bool,
     pub user: bool,
+    /// Commands this one waited for, kept until its outcome is known so a
+    /// failed dependency marks it failed on every driver alike.
+    deps: Mutex<Vec<Arc<Event>>>,
+    /// 0 while unknown, then OUTCOME_OK or OUTCOME_FAILED.
+    outcome: AtomicU8,
+    failure: Mutex<Option<Error>>,
 }
+
+const OUTCOME_OK: u8 = 1;
+const OUTCOME_FAILED: u8 = 2;
 
 // SAFETY: cl_event is thread-safe per the OpenCL specification.
 unsafe impl Send for Event {}
@@ -44,7 +54,13 @@ impl Drop for Event {
 }
 
 impl Event {
-    pub fn new(cl: cl_event, ctx_id: u64, what: String, profiling: bool) -> Arc<Event> {
+    pub fn new(
+        cl: cl_event,
+        ctx_id: u64,
+        what: String,
+        profiling: bool,
+        deps: Vec<Arc<Event>>,
+    ) -> Arc<Event> {
         Arc::new(Event {
             cl,
             ctx_id,
@@ -52,7 +68,59 @@ impl Event {
             reported: AtomicBool::new(false),
             profiling,
             user: false,
+            deps: Mutex::new(deps),
+            outcome: AtomicU8::new(0),
+            failure: Mutex::new(None),
         })
+    }
+
+    /// The command's outcome once it is known: done, or failed (by itself
+    /// or because a command it waited for failed). `None` while pending.
+    pub fn outcome(&self) -> Result<Option<std::result::Result<(), Error>>> {
+        match self.outcome.load(Ordering::Acquire) {
+            OUTCOME_OK => return Ok(Some(Ok(()))),
+            OUTCOME_FAILED => {
+                let e = self
+                    .failure
+                    .lock()
+                    .clone()
+                    .unwrap_or_else(|| self.failure(-1));
+                return Ok(Some(Err(e)));
+            }
+            _ => {}
+        }
+        let status = self.raw_status()?;
+        if status > CL_COMPLETE {
+            return Ok(None);
+        }
+        let mut failure = (status < 0).then(|| self.failure(status));
+        if failure.is_none() {
+            let deps = self.deps.lock().clone();
+            for d in deps {
+                if let Some(Err(e)) = d.outcome()? {
+                    failure = Some(Error::new(
+                        Status::ExecutionFailed,
+                        format!(
+                            "{} failed: it depends on a {} that failed ({})",
+                            self.what, d.what, e.message
+                        ),
+                    ));
+                    break;
+                }
+            }
+        }
+        self.deps.lock().clear();
+        match failure {
+            Some(e) => {
+                *self.failure.lock() = Some(e.clone());
+                self.outcome.store(OUTCOME_FAILED, Ordering::Release);
+                Ok(Some(Err(e)))
+            }
+            None => {
+                self.outcome.store(OUTCOME_OK, Ordering::Release);
+                Ok(Some(Ok(())))
+            }
+        }
     }
 
     /// A user event, completed by [`Event::complete_user`].
@@ -71,6 +139,9 @@ impl Event {
             reported: AtomicBool::new(false),
             profiling: false,
             user: true,
+            deps: Mutex::new(Vec::new()),
+            outcome: AtomicU8::new(0),
+            failure: Mutex::new(None),
         }))
     }
 
@@ -82,9 +153,21 @@ impl Event {
             )));
         }
         let api = api()?;
-        let status = if failed { -1 } else { CL_COMPLETE };
+        if self.outcome.load(Ordering::Acquire) != 0 {
+            return Err(Error::invalid("the user event was already completed"));
+        }
+        if failed {
+            // The failure is Syrah's to track: OpenCL sees a completed event,
+            // since drivers disagree on (and some crash over) failed user
+            // events. Commands that depend on it are reported as failed.
+            *self.failure.lock() = Some(Error::new(
+                Status::ExecutionFailed,
+                "the user event was completed as failed",
+            ));
+            self.outcome.store(OUTCOME_FAILED, Ordering::Release);
+        }
         // SAFETY: `self.cl` is a user event created by clCreateUserEvent.
-        let rc = unsafe { (api.clSetUserEventStatus)(self.cl, status) };
+        let rc = unsafe { (api.clSetUserEventStatus)(self.cl, CL_COMPLETE) };
         if rc == CL_INVALID_OPERATION {
             return Err(Error::invalid("the user event was already completed"));
         }
@@ -97,6 +180,11 @@ impl Event {
     }
 
     pub fn state(&self) -> Result<EventState> {
+        match self.outcome()? {
+            Some(Ok(())) => return Ok(EventState::Complete),
+            Some(Err(_)) => return Ok(EventState::Failed),
+            None => {}
+        }
         Ok(match self.raw_status()? {
             CL_COMPLETE => EventState::Complete,
             CL_RUNNING => EventState::Running,
@@ -129,14 +217,18 @@ impl Event {
         let api = api()?;
         // SAFETY: waiting on one live event.
         let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };
-        let status = self.raw_status()?;
-        if status < 0 {
-            if self.claim_report() {
-                return Err(self.failure(status));
-            }
-            return Ok(());
+        if rc != CL_SUCCESS && rc != CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST {
+            check(rc, "clWaitForEvents")?;
         }
-        check(rc, "clWaitForEvents")
+        // Some drivers return early when a dependency failed; the command
+        // itself may still be running, so poll until it is settled.
+        loop {
+            match self.outcome()? {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(e)) => return if self.claim_report() { Err(e) } else { Ok(()) },
+                None => std::thread::sleep(std::time::Duration::from_micros(50)),
+            }
+        }
     }
 
     /// A profiling timestamp in nanoseconds.

@@ -35,7 +35,7 @@ impl Queue {
         kernel: &Kernel,
         range: &NdRange,
         args: &[Arg<'_>],
-        deps: &[&Event],
+        deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
         let api = api()?;
         if kernel.ctx.id != self.ctx.id {
@@ -200,6 +200,6 @@ impl Queue {
                 return Err(e);
             }
         }
-        Ok(self.record(ev, what, None))
+        Ok(self.record(ev, what, None, deps))
     }
 }

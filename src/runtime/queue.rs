@@ -108,7 +108,7 @@ impl Queue {
 
     /// OpenCL wait list for `deps`. Events of another context cannot be
     /// waited on by OpenCL; those are waited for on the host here.
-    pub fn wait_list(&self, deps: &[&Event]) -> Result<Vec<cl_event>> {
+    pub fn wait_list(&self, deps: &[Arc<Event>]) -> Result<Vec<cl_event>> {
         let mut out = Vec::with_capacity(deps.len());
         for d in deps {
             if d.ctx_id == self.ctx.id {
@@ -126,8 +126,9 @@ impl Queue {
         cl: cl_event,
         what: String,
         keep: Option<Box<dyn Any + Send>>,
+        deps: &[Arc<Event>],
     ) -> Arc<Event> {
-        let ev = Event::new(cl, self.ctx.id, what, self.profiling);
+        let ev = Event::new(cl, self.ctx.id, what, self.profiling, deps.to_vec());
         if let Ok(api) = api() {
             // SAFETY: flushing a live queue so the command starts even if
             // nobody waits on it.
@@ -146,9 +147,9 @@ impl Queue {
     /// doubled since the last scan, from anywhere; collects failures.
     fn prune(&self, inf: &mut Inflight) {
         while let Some(front) = inf.entries.front() {
-            match front.event.raw_status() {
-                Ok(s) if s <= CL_COMPLETE => {
-                    self.note_failure(&front.event, s);
+            match front.event.outcome() {
+                Ok(Some(r)) => {
+                    self.note_outcome(&front.event, r);
                     inf.entries.pop_front();
                 }
                 _ => break,
@@ -157,8 +158,8 @@ impl Queue {
         if inf.entries.len() >= inf.scan_at {
             let mut kept = VecDeque::with_capacity(inf.entries.len());
             for e in inf.entries.drain(..) {
-                match e.event.raw_status() {
-                    Ok(s) if s <= CL_COMPLETE => self.note_failure(&e.event, s),
+                match e.event.outcome() {
+                    Ok(Some(r)) => self.note_outcome(&e.event, r),
                     _ => kept.push_back(e),
                 }
             }
@@ -167,9 +168,11 @@ impl Queue {
         }
     }
 
-    fn note_failure(&self, ev: &Event, status: cl_int) {
-        if status < 0 && ev.claim_report() {
-            self.errors.lock().push(ev.failure(status));
+    fn note_outcome(&self, ev: &Event, outcome: std::result::Result<(), Error>) {
+        if let Err(e) = outcome {
+            if ev.claim_report() {
+                self.errors.lock().push(e);
+            }
         }
     }
 
@@ -178,26 +181,48 @@ impl Queue {
         self.inflight.lock().entries.len()
     }
 
+    /// Waits for every tracked command. Waiting on the commands' own events
+    /// rather than calling clFinish keeps drivers that mishandle clFinish
+    /// after a failed dependency (Intel's CPU runtime) out of trouble; every
+    /// command Syrah enqueues is tracked, so nothing is missed.
     fn finish(&self) -> Result<()> {
         let api = api()?;
-        // SAFETY: live queue.
-        let rc = unsafe { (api.clFinish)(self.cl) };
-        let mut inf = self.inflight.lock();
-        for e in inf.entries.drain(..) {
-            if let Ok(s) = e.event.raw_status() {
-                self.note_failure(&e.event, s);
+        let entries: Vec<Entry> = {
+            let mut inf = self.inflight.lock();
+            inf.scan_at = SCAN_MIN;
+            inf.entries.drain(..).collect()
+        };
+        for e in &entries {
+            // SAFETY: waiting on one live event; a failed command makes this
+            // return an error code, and its outcome is read just below.
+            unsafe { (api.clWaitForEvents)(1, &e.event.cl) };
+            loop {
+                match e.event.outcome()? {
+                    Some(r) => {
+                        self.note_outcome(&e.event, r);
+                        break;
+                    }
+                    None => std::thread::sleep(std::time::Duration::from_micros(50)),
+                }
             }
         }
-        inf.scan_at = SCAN_MIN;
-        drop(inf);
-        check(rc, "clFinish")
+        Ok(())
     }
 
     /// Finishes without reporting (used before freeing memory).
     pub fn finish_quietly(&self) {
         if let Ok(api) = api() {
-            // SAFETY: live queue.
-            unsafe { (api.clFinish)(self.cl) };
+            let events: Vec<Arc<Event>> = self
+                .inflight
+                .lock()
+                .entries
+                .iter()
+                .map(|e| e.event.clone())
+                .collect();
+            for ev in events {
+                // SAFETY: waiting on one event kept alive by `ev`.
+                unsafe { (api.clWaitForEvents)(1, &ev.cl) };
+            }
         }
     }
 
@@ -248,7 +273,7 @@ impl Queue {
 
     /// Enqueues a marker that completes when `deps` (or, on an in-order
     /// queue, everything before it) have completed.
-    pub fn marker(&self, deps: &[&Event], what: &str) -> Result<Arc<Event>> {
+    pub fn marker(&self, deps: &[Arc<Event>], what: &str) -> Result<Arc<Event>> {
         let api = api()?;
         let wl = self.wait_list(deps)?;
         let mut ev: cl_event = std::ptr::null_mut();
@@ -264,11 +289,11 @@ impl Queue {
             },
             "clEnqueueMarkerWithWaitList",
         )?;
-        Ok(self.record(ev, what.to_string(), None))
+        Ok(self.record(ev, what.to_string(), None, deps))
     }
 
     /// Enqueues a barrier: later commands wait for it.
-    pub fn barrier(&self, deps: &[&Event]) -> Result<Arc<Event>> {
+    pub fn barrier(&self, deps: &[Arc<Event>]) -> Result<Arc<Event>> {
         let api = api()?;
         let wl = self.wait_list(deps)?;
         let mut ev: cl_event = std::ptr::null_mut();
@@ -284,17 +309,18 @@ impl Queue {
             },
             "clEnqueueBarrierWithWaitList",
         )?;
-        Ok(self.record(ev, "barrier".into(), None))
+        Ok(self.record(ev, "barrier".into(), None, deps))
     }
 }
 
 impl Drop for Queue {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
-        // SAFETY: the queue is live until released below; commands must end
-        // before the memory they hold alive is dropped with `inflight`.
-        unsafe { (api.clFinish)(self.cl) };
-        self.inflight.get_mut().entries.clear();
+        // Commands must end before the memory they hold alive is dropped.
+        for e in self.inflight.get_mut().entries.drain(..) {
+            // SAFETY: waiting on one live event.
+            unsafe { (api.clWaitForEvents)(1, &e.event.cl) };
+        }
         // SAFETY: this Queue owns its one reference.
         unsafe { (api.clReleaseCommandQueue)(self.cl) };
     }

@@ -98,6 +98,7 @@ impl Context {
             };
             return Err(self.feature_error(kind, device, why));
         }
+        let mut raw = 0usize;
         let ptr = match self.strategy {
             UsmStrategy::IntelUsm => {
                 let f = self.platform.intel_usm.as_ref().ok_or_else(|| {
@@ -166,7 +167,22 @@ impl Context {
                     }
                 }
                 // SAFETY: live context; flags and alignment were checked.
-                let p = unsafe { f(self.cl, flags, size, a) };
+                let mut p = unsafe { f(self.cl, flags, size, a) };
+                if p.is_null() && align > 1 {
+                    // Some drivers cap SVM alignment: over-allocate and align
+                    // inside the block instead.
+                    let padded = size.checked_add(align - 1).ok_or_else(|| {
+                        Error::invalid(format!(
+                            "USM allocation of {size} bytes aligned to {align} overflows"
+                        ))
+                    })?;
+                    // SAFETY: as above, with the driver's default alignment.
+                    let r = unsafe { f(self.cl, flags, padded, 0) };
+                    if !r.is_null() {
+                        raw = r as usize;
+                        p = (raw.div_ceil(align) * align) as *mut c_void;
+                    }
+                }
                 if p.is_null() {
                     return Err(Error::new(
                         Status::OutOfDeviceMemory,
@@ -180,13 +196,17 @@ impl Context {
             }
             UsmStrategy::None => return Err(self.feature_error(kind, device, "no USM")),
         };
+        if raw == 0 {
+            raw = ptr as usize;
+        }
         let rec = AllocRecord {
             size,
             kind,
             device: dev_index,
+            raw,
         };
         if let Err(e) = self.registry.lock().insert(ptr as usize, rec) {
-            self.free_raw(api, ptr as usize);
+            self.free_raw(api, raw);
             return Err(e);
         }
         Ok(ptr)
@@ -198,11 +218,11 @@ impl Context {
         let addr = ptr as usize;
         let removed = self.registry.lock().remove(addr);
         match removed {
-            Ok(_) => {
+            Ok(rec) => {
                 if self.strategy == UsmStrategy::Svm {
                     self.finish_queues();
                 }
-                self.free_raw(api, addr);
+                self.free_raw(api, rec.raw);
                 Ok(())
             }
             Err(mut e) => {
@@ -352,7 +372,7 @@ impl Queue {
         dst: *mut c_void,
         src: *const c_void,
         size: usize,
-        deps: &[&Event],
+        deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
         self.require_usm("memcpy")?;
         if size == 0 {
@@ -373,7 +393,7 @@ impl Queue {
         self.check_copy_operand(src, size, "memcpy source")?;
         let wl = self.wait_list(deps)?;
         let ev = self.enqueue_copy(dst, src, size, &wl)?;
-        Ok(self.record(ev, format!("memcpy of {size} bytes"), None))
+        Ok(self.record(ev, format!("memcpy of {size} bytes"), None, deps))
     }
 
     /// Fills `size` bytes at `dst` with `pattern` repeated.
@@ -385,11 +405,15 @@ impl Queue {
         dst: *mut c_void,
         pattern: &[u8],
         size: usize,
-        deps: &[&Event],
+        deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
         self.require_usm("fill")?;
         let what = format!("fill of {size} bytes with a {}-byte pattern", pattern.len());
-        let plan = fill::plan(pattern, size, FILL_SEED_CAP)?;
+        let mut plan = fill::plan(pattern, size, FILL_SEED_CAP)?;
+        if plan == FillPlan::Native && (dst as usize) % pattern.len() != 0 {
+            // Backend fills need the destination aligned to the pattern.
+            plan = fill::staged(pattern, size, FILL_SEED_CAP);
+        }
         if plan == FillPlan::Empty {
             return self.marker(deps, &what);
         }
@@ -434,14 +458,15 @@ impl Queue {
                     }
                 };
                 check(rc, "USM fill")?;
-                Ok(self.record(ev, what, None))
+                Ok(self.record(ev, what, None, deps))
             }
             FillPlan::Staged { seed, copies } => {
                 let seed = seed.into_boxed_slice();
                 let base = dst as usize;
                 let first = self.enqueue_copy(dst, seed.as_ptr().cast(), seed.len(), &wl)?;
                 // The seed stays alive with the first copy's tracking entry.
-                let mut prev = self.record(first, format!("{what} (seed)"), Some(Box::new(seed)));
+                let mut prev =
+                    self.record(first, format!("{what} (seed)"), Some(Box::new(seed)), deps);
                 for c in copies {
                     let ev = self.enqueue_copy(
                         (base + c.dst) as *mut c_void,
@@ -449,7 +474,7 @@ impl Queue {
                         c.len,
                         &[prev.cl],
                     )?;
-                    prev = self.record(ev, what.clone(), None);
+                    prev = self.record(ev, what.clone(), None, std::slice::from_ref(&prev));
                 }
                 Ok(prev)
             }
@@ -464,13 +489,19 @@ impl Queue {
         &self,
         ptr: *const c_void,
         size: usize,
-        deps: &[&Event],
+        deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
         self.require_usm("prefetch")?;
         if size == 0 {
             return self.marker(deps, "prefetch of 0 bytes");
         }
         self.check_usm_range(ptr, size, "prefetch address")?;
+        let shared = matches!(self.ctx.pointer_kind(ptr), Some((AllocKind::Shared, _)));
+        if !shared {
+            // Device memory already lives on its device and host memory
+            // does not migrate: nothing to move.
+            return self.marker(deps, "prefetch (nothing to migrate)");
+        }
         let api = api()?;
         let wl = self.wait_list(deps)?;
         let mut ev: cl_event = std::ptr::null_mut();
@@ -505,8 +536,14 @@ impl Queue {
             },
             (None, None) => return self.marker(deps, "prefetch (no migration entry point)"),
         };
+        if rc == CL_INVALID_VALUE || rc == CL_INVALID_OPERATION {
+            // Migration is a hint; a driver that cannot migrate this memory
+            // (shared memory on a CPU device already lives on the host)
+            // leaves it where it is.
+            return self.marker(deps, "prefetch (driver keeps the memory in place)");
+        }
         check(rc, "USM prefetch")?;
-        Ok(self.record(ev, format!("prefetch of {size} bytes"), None))
+        Ok(self.record(ev, format!("prefetch of {size} bytes"), None, deps))
     }
 
     /// Passes device-specific `advice` for a USM range to the driver.
@@ -518,7 +555,7 @@ impl Queue {
         ptr: *const c_void,
         size: usize,
         advice: u32,
-        deps: &[&Event],
+        deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
         self.require_usm("mem_advise")?;
         self.check_usm_range(ptr, size.max(1), "mem_advise address")?;
@@ -538,7 +575,7 @@ impl Queue {
                     )));
                 }
                 check(rc, "USM mem_advise")?;
-                Ok(self.record(ev, format!("mem_advise {advice}"), None))
+                Ok(self.record(ev, format!("mem_advise {advice}"), None, deps))
             }
             None => Err(Error::new(
                 Status::FeatureNotSupported,

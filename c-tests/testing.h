@@ -1,0 +1,116 @@
+/* A small test harness for Syrah's C tests: checks that count and report
+ * failures with the library's error message, and a loop over every device
+ * of every platform that says what it skips and why. */
+#ifndef SYRAH_TESTING_H
+#define SYRAH_TESTING_H
+
+#include <syrah.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_checks = 0;
+static int t_failures = 0;
+static int t_skips = 0;
+static const char *t_device = "";
+
+#define T_FAIL(...)                                                     \
+  do {                                                                  \
+    ++t_failures;                                                       \
+    fprintf(stderr, "FAIL %s:%d [%s] ", __FILE__, __LINE__, t_device);  \
+    fprintf(stderr, __VA_ARGS__);                                       \
+    fprintf(stderr, "\n");                                              \
+  } while (0)
+
+/* The call must succeed. */
+#define EXPECT_OK(call)                                                               \
+  do {                                                                                \
+    syrah_status t_s_ = (call);                                                       \
+    ++t_checks;                                                                       \
+    if (t_s_ != SYRAH_SUCCESS)                                                        \
+      T_FAIL("%s -> %s: %s", #call, syrah_status_name(t_s_), syrah_last_error_message()); \
+  } while (0)
+
+/* The call must fail with `expected` and a message containing `needle`. */
+#define EXPECT_ERR(call, expected, needle)                                              \
+  do {                                                                                  \
+    syrah_status t_s_ = (call);                                                         \
+    ++t_checks;                                                                         \
+    if (t_s_ != (expected))                                                             \
+      T_FAIL("%s -> %s (%s), expected %s", #call, syrah_status_name(t_s_),              \
+             syrah_last_error_message(), syrah_status_name(expected));                  \
+    else if ((needle)[0] && !strstr(syrah_last_error_message(), (needle)))              \
+      T_FAIL("%s: message '%s' lacks '%s'", #call, syrah_last_error_message(), (needle)); \
+  } while (0)
+
+#define EXPECT_TRUE(cond)                           \
+  do {                                              \
+    ++t_checks;                                     \
+    if (!(cond)) T_FAIL("expected %s", #cond);      \
+  } while (0)
+
+#define EXPECT_EQ(a, b)                                                              \
+  do {                                                                               \
+    unsigned long long t_a_ = (unsigned long long)(a), t_b_ = (unsigned long long)(b); \
+    ++t_checks;                                                                      \
+    if (t_a_ != t_b_) T_FAIL("%s == %llu, expected %s == %llu", #a, t_a_, #b, t_b_); \
+  } while (0)
+
+/* Stops the test on failure of a call later steps depend on. */
+#define REQUIRE_OK(call)                                                            \
+  do {                                                                              \
+    syrah_status t_s_ = (call);                                                     \
+    ++t_checks;                                                                     \
+    if (t_s_ != SYRAH_SUCCESS) {                                                    \
+      T_FAIL("%s -> %s: %s", #call, syrah_status_name(t_s_), syrah_last_error_message()); \
+      return;                                                                       \
+    }                                                                               \
+  } while (0)
+
+static inline void t_skip(const char *what, const char *why) {
+  ++t_skips;
+  printf("SKIP [%s] %s: %s\n", t_device, what, why);
+}
+
+static inline bool t_has(const syrah_device *d, syrah_aspect a) {
+  bool v = false;
+  return syrah_device_has_aspect(d, a, &v) == SYRAH_SUCCESS && v;
+}
+
+typedef void (*t_device_fn)(const syrah_device *device);
+
+/* Runs `fn` once per device found, labelling failures with the device. */
+static inline void t_for_each_device(t_device_fn fn) {
+  size_t n = 0, i;
+  const syrah_device *list[64];
+  static char label[512];
+  if (syrah_get_devices(list, 64, &n) != SYRAH_SUCCESS || n == 0) {
+    T_FAIL("no device to test on: %s", syrah_last_error_message());
+    return;
+  }
+  for (i = 0; i < n && i < 64; ++i) {
+    char name[256] = "", strategy[64] = "";
+    uint64_t p = 0, d = 0;
+    syrah_device_get_info_string(list[i], SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL);
+    syrah_device_get_info_string(list[i], SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy,
+                                 sizeof strategy, NULL);
+    syrah_device_get_info_u64(list[i], SYRAH_DEVICE_INFO_PLATFORM_INDEX, &p);
+    syrah_device_get_info_u64(list[i], SYRAH_DEVICE_INFO_DEVICE_INDEX, &d);
+    snprintf(label, sizeof label, "%llu.%llu %s, USM %s", (unsigned long long)p,
+             (unsigned long long)d, name, strategy);
+    t_device = label;
+    printf("== device %s\n", label);
+    fn(list[i]);
+  }
+  t_device = "";
+}
+
+/* Prints the closing line and gives the exit status. */
+static inline int t_finish(const char *name) {
+  printf("%s: %d checks, %d passed, %d failed, %d skipped\n", name, t_checks,
+         t_checks - t_failures, t_failures, t_skips);
+  return t_failures == 0 ? 0 : 1;
+}
+
+#endif

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# First command of the README: installs what is missing, builds and
+# installs Syrah, then builds the C examples against the installed package
+# and runs them on the default device (SYRAH_DEVICE picks another).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SYRAH_DEPS=${SYRAH_DEPS:-/opt/syrah-deps}
+export SYRAH_PREFIX=${SYRAH_PREFIX:-/opt/syrah}
+bash scripts/deps.sh
+# shellcheck disable=SC1091
+. "$SYRAH_DEPS/env.sh"
+bash scripts/build.sh
+"$SYRAH_PREFIX/bin/syrah-info"
+cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
+cmake --build build/examples -j "$(nproc)"
+for e in device_list vector_add reduction_local_arg reduction_local_array; do
+  echo "== $e"
+  build/examples/$e
+done
+echo "setup: all examples ran and checked their results"
