@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Second command of the README: installs what is missing, then runs every
+# check and test: formatting, lints, Rust unit tests, the header's
+# freshness, the library's linkage and exports, the C ABI tests on every
+# OpenCL device found, and the examples on every device.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SYRAH_DEPS=${SYRAH_DEPS:-/opt/syrah-deps}
+export SYRAH_PREFIX=${SYRAH_PREFIX:-/opt/syrah}
+bash scripts/deps.sh
+# shellcheck disable=SC1091
+. "$SYRAH_DEPS/env.sh"
+
+committed_header=$(mktemp)
+cp include/syrah.h "$committed_header"
+
+echo "== formatting"
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --check
+else
+  echo "SKIP formatting: rustfmt is not installed with this Rust toolchain"
+fi
+echo "== lints"
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --all-targets -- -D warnings
+else
+  echo "SKIP lints: clippy is not installed with this Rust toolchain"
+fi
+echo "== Rust unit tests (pure logic, no device)"
+cargo test
+
+echo "== build and install"
+bash scripts/build.sh
+
+echo "== header is up to date"
+if ! cmp -s include/syrah.h "$committed_header"; then
+  diff -u "$committed_header" include/syrah.h | head -40 || true
+  echo "FAIL: include/syrah.h differs from a fresh generation; commit the regenerated header"
+  exit 1
+fi
+rm -f "$committed_header"
+
+echo "== library linkage and exports"
+lib="$SYRAH_PREFIX/lib/libsyrah.so.0"
+if ldd "$lib" | grep -i opencl; then
+  echo "FAIL: libsyrah links OpenCL at load time; it must load it at run time"
+  exit 1
+fi
+others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^syrah_' || true)
+if [ -n "$others" ]; then
+  echo "FAIL: libsyrah exports symbols outside syrah_*: $others"
+  exit 1
+fi
+echo "libsyrah loads no OpenCL library at link time and exports $(nm -D --defined-only "$lib" | wc -l) syrah_* symbols"
+
+"$SYRAH_PREFIX/bin/syrah-info"
+
+echo "== C ABI tests"
+cmake -S c-tests -B build/c-tests -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
+cmake --build build/c-tests -j "$(nproc)"
+# Two PoCL devices in one platform, plus Intel's CPU runtime: two platforms.
+POCL_DEVICES="pthread pthread" ctest --test-dir build/c-tests --output-on-failure
+
+echo "== examples on every device"
+cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
+cmake --build build/examples -j "$(nproc)"
+passed=0
+failed=0
+for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
+  for e in device_list vector_add reduction_local_arg reduction_local_array; do
+    if SYRAH_DEVICE=$dev build/examples/$e > "build/examples/$e.$dev.log" 2>&1; then
+      passed=$((passed + 1))
+      echo "ok   $e on device $dev: $(tail -1 "build/examples/$e.$dev.log")"
+    else
+      failed=$((failed + 1))
+      echo "FAIL $e on device $dev:"
+      cat "build/examples/$e.$dev.log"
+    fi
+  done
+done
+echo "examples: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
