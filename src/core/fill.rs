@@ -113,6 +113,26 @@ mod tests {
     }
 
     #[test]
+    fn staged_plans_serve_native_sizes_too() {
+        // Used when the destination is not aligned to the pattern.
+        let pattern = [9u8, 8, 7, 6];
+        match staged(&pattern, 4 * 1000, 64) {
+            FillPlan::Staged { seed, copies } => {
+                assert_eq!(seed.len(), 64);
+                let mut out = vec![0u8; 4000];
+                out[..64].copy_from_slice(&seed);
+                for c in &copies {
+                    let (a, b) = out.split_at_mut(c.dst);
+                    b[..c.len].copy_from_slice(&a[c.src..c.src + c.len]);
+                }
+                assert!(out.chunks(4).all(|c| c == pattern));
+                assert_eq!(copies.len(), 6);
+            }
+            other => panic!("unexpected plan {other:?}"),
+        }
+    }
+
+    #[test]
     fn copies_grow_logarithmically() {
         match plan(&[1, 2, 3], 3 << 20, 3 * 1024) {
             Ok(FillPlan::Staged { seed, copies }) => {

@@ -34,6 +34,8 @@ pub struct Event {
     /// 0 while unknown, then OUTCOME_OK or OUTCOME_FAILED.
     outcome: AtomicU8,
     failure: Mutex<Option<Error>>,
+    /// For user events: set once completed by hand.
+    user_done: AtomicBool,
 }
 
 const OUTCOME_OK: u8 = 1;
@@ -71,6 +73,7 @@ impl Event {
             deps: Mutex::new(deps),
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
+            user_done: AtomicBool::new(false),
         })
     }
 
@@ -142,6 +145,7 @@ impl Event {
             deps: Mutex::new(Vec::new()),
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
+            user_done: AtomicBool::new(false),
         }))
     }
 
@@ -153,7 +157,7 @@ impl Event {
             )));
         }
         let api = api()?;
-        if self.outcome.load(Ordering::Acquire) != 0 {
+        if self.user_done.swap(true, Ordering::AcqRel) {
             return Err(Error::invalid("the user event was already completed"));
         }
         if failed {

@@ -98,8 +98,58 @@ impl Context {
             };
             return Err(self.feature_error(kind, device, why));
         }
-        let mut raw = 0usize;
-        let ptr = match self.strategy {
+        let mut raw = self.backend_alloc(kind, device, size, align, &limit_devs)?;
+        let mut ptr = raw;
+        if align > 1 && (raw.is_null() || raw as usize % align != 0) {
+            // Some drivers cap or ignore the requested alignment: allocate
+            // a padded block and align inside it.
+            if !raw.is_null() {
+                self.free_raw(api, raw as usize);
+            }
+            let padded = size.checked_add(align - 1).ok_or_else(|| {
+                Error::invalid(format!(
+                    "USM allocation of {size} bytes aligned to {align} overflows"
+                ))
+            })?;
+            raw = self.backend_alloc(kind, device, padded, 0, &limit_devs)?;
+            ptr = ((raw as usize).div_ceil(align) * align) as *mut c_void;
+        }
+        if raw.is_null() {
+            return Err(Error::new(
+                Status::OutOfDeviceMemory,
+                format!(
+                    "{} USM allocation of {size} bytes (USM strategy '{}') returned no memory",
+                    kind.name(),
+                    self.strategy.name()
+                ),
+            ));
+        }
+        let raw = raw as usize;
+        let rec = AllocRecord {
+            size,
+            kind,
+            device: dev_index,
+            raw,
+        };
+        if let Err(e) = self.registry.lock().insert(ptr as usize, rec) {
+            self.free_raw(api, raw);
+            return Err(e);
+        }
+        Ok(ptr)
+    }
+
+    /// One allocation through the strategy's entry point; null when the
+    /// driver returned no memory without an error code.
+    fn backend_alloc(
+        &self,
+        kind: AllocKind,
+        device: Option<&'static Device>,
+        size: usize,
+        align: usize,
+        limit_devs: &[&Device],
+    ) -> Result<*mut c_void> {
+        let api = api()?;
+        match self.strategy {
             UsmStrategy::IntelUsm => {
                 let f = self.platform.intel_usm.as_ref().ok_or_else(|| {
                     Error::new(
@@ -107,9 +157,11 @@ impl Context {
                         "Intel USM strategy without its entry points",
                     )
                 })?;
-                let a = align as cl_uint;
+                let a = cl_uint::try_from(align)
+                    .map_err(|_| Error::invalid(format!("USM alignment {align} is too large")))?;
                 let mut err = CL_SUCCESS;
-                // SAFETY: live context (and device of it); null properties.
+                // SAFETY: live context (and one of its devices); null
+                // properties; the size and alignment were checked.
                 let p = unsafe {
                     match (kind, device) {
                         (AllocKind::Host, _) => {
@@ -134,23 +186,13 @@ impl Context {
                         _ => std::ptr::null_mut(),
                     }
                 };
-                if p.is_null() || err != CL_SUCCESS {
-                    let mut e = Error::opencl(
+                if err != CL_SUCCESS {
+                    return Err(Error::opencl(
                         err,
                         &format!("{} USM allocation of {size} bytes", kind.name()),
-                    );
-                    if err == CL_SUCCESS {
-                        e = Error::new(
-                            Status::OutOfDeviceMemory,
-                            format!(
-                                "{} USM allocation of {size} bytes returned no memory",
-                                kind.name()
-                            ),
-                        );
-                    }
-                    return Err(e);
+                    ));
                 }
-                p
+                Ok(p)
             }
             UsmStrategy::Svm => {
                 let f = api.clSVMAlloc.ok_or_else(|| {
@@ -167,49 +209,10 @@ impl Context {
                     }
                 }
                 // SAFETY: live context; flags and alignment were checked.
-                let mut p = unsafe { f(self.cl, flags, size, a) };
-                if p.is_null() && align > 1 {
-                    // Some drivers cap SVM alignment: over-allocate and align
-                    // inside the block instead.
-                    let padded = size.checked_add(align - 1).ok_or_else(|| {
-                        Error::invalid(format!(
-                            "USM allocation of {size} bytes aligned to {align} overflows"
-                        ))
-                    })?;
-                    // SAFETY: as above, with the driver's default alignment.
-                    let r = unsafe { f(self.cl, flags, padded, 0) };
-                    if !r.is_null() {
-                        raw = r as usize;
-                        p = (raw.div_ceil(align) * align) as *mut c_void;
-                    }
-                }
-                if p.is_null() {
-                    return Err(Error::new(
-                        Status::OutOfDeviceMemory,
-                        format!(
-                            "clSVMAlloc of {size} bytes ({} USM) returned no memory",
-                            kind.name()
-                        ),
-                    ));
-                }
-                p
+                Ok(unsafe { f(self.cl, flags, size, a) })
             }
-            UsmStrategy::None => return Err(self.feature_error(kind, device, "no USM")),
-        };
-        if raw == 0 {
-            raw = ptr as usize;
+            UsmStrategy::None => Err(self.feature_error(kind, device, "no USM")),
         }
-        let rec = AllocRecord {
-            size,
-            kind,
-            device: dev_index,
-            raw,
-        };
-        if let Err(e) = self.registry.lock().insert(ptr as usize, rec) {
-            self.free_raw(api, raw);
-            return Err(e);
-        }
-        Ok(ptr)
     }
 
     /// Frees a USM allocation, first waiting for work that may use it.
