@@ -319,7 +319,14 @@ static void test_async_errors(const syrah_device *d) {
   EXPECT_OK(syrah_queue_wait(h));
   EXPECT_EQ(handler_calls, 2);
   syrah_event_release(user);
-  syrah_queue_release(h);
+  /* Errors nobody waited for reach the handler when the queue goes. */
+  REQUIRE_OK(syrah_user_event_create(f.ctx, &user));
+  EXPECT_OK(syrah_queue_launch(h, f.inc, &r, args, 1, (const syrah_event *const *)&user, 1, NULL));
+  EXPECT_OK(syrah_user_event_complete(user, true));
+  EXPECT_OK(syrah_queue_release(h));
+  EXPECT_EQ(handler_calls, 3);
+  EXPECT_EQ(user_count, 3);
+  syrah_event_release(user);
   syrah_queue_release(q);
   teardown(&f);
 }

@@ -317,9 +317,48 @@ impl Drop for Queue {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
         // Commands must end before the memory they hold alive is dropped.
-        for e in self.inflight.get_mut().entries.drain(..) {
+        let entries: Vec<Entry> = self.inflight.get_mut().entries.drain(..).collect();
+        for e in &entries {
             // SAFETY: waiting on one live event.
             unsafe { (api.clWaitForEvents)(1, &e.event.cl) };
+            let mut spins = 0;
+            while let Ok(None) = e.event.outcome() {
+                spins += 1;
+                if spins > 20_000 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            if let Ok(Some(r)) = e.event.outcome() {
+                self.note_outcome(&e.event, r);
+            }
+        }
+        drop(entries);
+        // Errors nobody collected are not dropped silently: the handler gets
+        // them, or, without one, standard error does.
+        let errors = std::mem::take(self.errors.get_mut());
+        for e in errors {
+            match self.handler {
+                Some((h, ud)) => {
+                    let msg =
+                        std::ffi::CString::new(e.message.replace('\0', " ")).unwrap_or_default();
+                    // SAFETY: the queue is still valid during drop; the
+                    // message outlives the call.
+                    unsafe {
+                        h(
+                            self as *const Queue,
+                            e.status.code(),
+                            msg.as_ptr(),
+                            ud as *mut c_void,
+                        )
+                    };
+                }
+                None => eprintln!(
+                    "syrah: asynchronous error of a released queue that nobody waited for: {}: {}",
+                    e.status.name(),
+                    e.message
+                ),
+            }
         }
         // SAFETY: this Queue owns its one reference.
         unsafe { (api.clReleaseCommandQueue)(self.cl) };
