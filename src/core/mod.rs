@@ -2,8 +2,10 @@
 //! registry, launch checks and fill planning.
 
 pub mod aspects;
+pub mod deps;
 pub mod error;
 pub mod fill;
 pub mod launch;
+pub mod pages;
 pub mod registry;
 pub mod selector;

@@ -1,0 +1,142 @@
+//! Dependency tracking between accesses to one buffer.
+//!
+//! Two accesses conflict when their page boxes overlap and at least one of
+//! them writes. The tracker keeps the accesses that a later one could still
+//! conflict with; an access is forgotten once its command has completed
+//! (`retain`) or once a later write covers its pages, since anything that
+//! would conflict with it then conflicts with that write too, which is
+//! ordered after it. So the work per submission is bounded by the accesses
+//! still in flight, not by the buffer's history.
+
+use super::pages::Box3;
+
+#[derive(Clone, Debug)]
+pub struct Access<T> {
+    pub pages: Box3,
+    pub write: bool,
+    pub token: T,
+}
+
+#[derive(Clone, Debug)]
+pub struct Tracker<T> {
+    entries: Vec<Access<T>>,
+}
+
+impl<T> Default for Tracker<T> {
+    fn default() -> Self {
+        Tracker {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone> Tracker<T> {
+    pub fn new() -> Tracker<T> {
+        Tracker::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Tokens of the recorded accesses a new access must wait for.
+    pub fn conflicts(&self, pages: &Box3, write: bool) -> Vec<T> {
+        self.entries
+            .iter()
+            .filter(|a| (write || a.write) && a.pages.overlaps(pages))
+            .map(|a| a.token.clone())
+            .collect()
+    }
+
+    /// Tokens of every recorded access overlapping `pages`, reads included
+    /// (what a copy into an allocation must wait for).
+    pub fn overlapping(&self, pages: &Box3) -> Vec<T> {
+        self.entries
+            .iter()
+            .filter(|a| a.pages.overlaps(pages))
+            .map(|a| a.token.clone())
+            .collect()
+    }
+
+    /// Records an access, dropping those a write makes redundant.
+    pub fn record(&mut self, pages: Box3, write: bool, token: T) {
+        if write {
+            self.entries.retain(|a| !pages.contains(&a.pages));
+        }
+        self.entries.push(Access {
+            pages,
+            write,
+            token,
+        });
+    }
+
+    /// Keeps only the accesses for which `keep` holds (e.g. unfinished).
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        self.entries.retain(|a| keep(&a.token));
+    }
+
+    pub fn tokens(&self) -> Vec<T> {
+        self.entries.iter().map(|a| a.token.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(lo: usize, hi: usize) -> Box3 {
+        Box3::new([0, 0, lo], [1, 1, hi])
+    }
+
+    #[test]
+    fn reads_do_not_conflict_with_reads() {
+        let mut t = Tracker::new();
+        t.record(b(0, 4), false, 1);
+        assert!(t.conflicts(&b(0, 4), false).is_empty());
+        assert_eq!(t.conflicts(&b(3, 5), true), vec![1]);
+        assert!(t.conflicts(&b(4, 8), true).is_empty());
+        assert_eq!(t.overlapping(&b(2, 3)), vec![1]);
+    }
+
+    #[test]
+    fn writes_conflict_with_everything_overlapping() {
+        let mut t = Tracker::new();
+        t.record(b(0, 4), true, 1);
+        t.record(b(4, 8), true, 2);
+        assert_eq!(t.conflicts(&b(2, 6), false), vec![1, 2]);
+        assert_eq!(t.conflicts(&b(6, 7), false), vec![2]);
+        assert!(t.conflicts(&b(8, 9), true).is_empty());
+    }
+
+    #[test]
+    fn covering_writes_supersede_and_history_stays_bounded() {
+        let mut t = Tracker::new();
+        for i in 0..10_000 {
+            t.record(b(0, 4), i % 3 == 0, i);
+        }
+        // Everything before the last write is covered by it.
+        assert!(t.len() <= 3, "{} entries", t.len());
+        let mut t = Tracker::new();
+        t.record(b(0, 2), false, 1);
+        t.record(b(2, 4), false, 2);
+        t.record(b(1, 3), true, 3); // covers neither read
+        assert_eq!(t.len(), 3);
+        t.record(b(0, 4), true, 4);
+        assert_eq!(t.tokens(), vec![4]);
+    }
+
+    #[test]
+    fn retain_prunes_finished_work() {
+        let mut t = Tracker::new();
+        for i in 0..100 {
+            t.record(b(i, i + 1), true, i);
+        }
+        t.retain(|&tok| tok >= 90);
+        assert_eq!(t.len(), 10);
+        assert_eq!(t.conflicts(&b(0, 100), false).len(), 10);
+    }
+}
