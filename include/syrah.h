@@ -49,6 +49,11 @@
  */
 #define SYRAH_EXT_LOCAL_MEMORY 1
 
+/*
+ A user-visible buffer: an owner and the geometry it is seen with.
+ */
+typedef struct syrah_buffer syrah_buffer;
+
 typedef struct syrah_context syrah_context;
 
 /*
@@ -57,6 +62,11 @@ typedef struct syrah_context syrah_context;
 typedef struct syrah_device syrah_device;
 
 typedef struct syrah_event syrah_event;
+
+/*
+ An active host accessor.
+ */
+typedef struct syrah_host_accessor syrah_host_accessor;
 
 typedef struct syrah_kernel syrah_kernel;
 
@@ -76,6 +86,82 @@ typedef struct syrah_queue syrah_queue;
  Result of every function: 0 is success.
  */
 typedef int32_t syrah_status;
+
+/*
+ What a buffer does with the host memory given at creation.
+ */
+typedef uint32_t syrah_host_ownership;
+
+/*
+ User callbacks providing the buffer's host storage. `allocate` returns
+ `size` bytes aligned to `alignment`, or NULL (the operation that needed
+ the memory then fails with `SYRAH_ERROR_OUT_OF_HOST_MEMORY`);
+ `deallocate` (may be NULL) frees it; `release` (may be NULL) is called
+ once the runtime will not call the allocator again, which can be after
+ the buffer was released.
+ */
+typedef struct {
+  void *(*allocate)(size_t, size_t, void*);
+  void (*deallocate)(void*, size_t, void*);
+  void (*release)(void*);
+  void *user_data;
+} syrah_allocator;
+
+/*
+ Creation parameters of a buffer. Extents are in elements; with
+ `dimensions` below 3 only the first entries are used, the last one being
+ contiguous in memory. `page_size` all zero picks the default pages.
+ */
+typedef struct {
+  size_t element_size;
+  uint32_t dimensions;
+  size_t range[3];
+  size_t page_size[3];
+  void *host_pointer;
+  syrah_host_ownership ownership;
+  bool (*still_shared)(void*);
+  void *shared_user_data;
+  /*
+   May be NULL: the default allocator.
+   */
+  const syrah_allocator *allocator;
+} syrah_buffer_desc;
+
+/*
+ Shape of a buffer as seen through a handle.
+ */
+typedef struct {
+  size_t element_size;
+  uint32_t dimensions;
+  size_t range[3];
+  size_t page_size[3];
+  /*
+   Bytes between consecutive rows (the last dimension is contiguous).
+   */
+  size_t row_pitch;
+  /*
+   Bytes between consecutive slices of a 3D buffer.
+   */
+  size_t slice_pitch;
+  size_t size_bytes;
+} syrah_buffer_info;
+
+/*
+ Bytes moved and copy commands issued for a buffer, per direction.
+ */
+typedef struct {
+  uint64_t host_to_device_bytes;
+  uint64_t device_to_host_bytes;
+  uint64_t device_to_device_bytes;
+  uint64_t host_to_device_copies;
+  uint64_t device_to_host_copies;
+  uint64_t device_to_device_copies;
+} syrah_buffer_stats;
+
+/*
+ Access modes of accessors and host accessors.
+ */
+typedef uint32_t syrah_access_mode;
 
 /*
  Platform queries (strings).
@@ -157,6 +243,22 @@ typedef struct {
   size_t size;
   const void *value;
 } syrah_kernel_arg;
+
+/*
+ One buffer requirement of a command group: which buffer, how it is
+ accessed, and the element range (offset and extent per dimension, as in
+ the buffer's `range`; `range` all zero means the whole buffer). A kernel
+ argument `SYRAH_ARG_ACCESSOR` receives a pointer to the element at
+ `offset`; rows are `range[last] * element_size` bytes apart in the
+ buffer, slices `range[1] * range[2] * element_size` (the buffer's own
+ pitches, see `syrah_buffer_get_info`).
+ */
+typedef struct {
+  const syrah_buffer *buffer;
+  syrah_access_mode mode;
+  size_t offset[3];
+  size_t range[3];
+} syrah_accessor;
 
 /*
  Kinds of USM allocation (`syrah_get_pointer_type`).
@@ -362,6 +464,12 @@ typedef uint32_t syrah_usm_strategy;
  */
 #define SYRAH_DEVICE_INFO_PROFILING 114
 
+/*
+ 1 when buffer transfers of 2D/3D boxes on this device use one
+ rectangular copy per box; 0 when they use one copy per contiguous run.
+ */
+#define SYRAH_DEVICE_INFO_BUFFER_RECT_COPIES 115
+
 #define SYRAH_USM_STRATEGY_NONE 0
 
 #define SYRAH_USM_STRATEGY_INTEL 1
@@ -457,6 +565,60 @@ typedef uint32_t syrah_usm_strategy;
  */
 #define SYRAH_ARG_LOCAL 3
 
+/*
+ The kernel argument is a buffer accessor of the command group: `size`
+ is the accessor's index; the kernel receives a pointer to the
+ accessor's first element (see `syrah_accessor`).
+ */
+#define SYRAH_ARG_ACCESSOR 4
+
+#define SYRAH_ACCESS_READ 1
+
+/*
+ Writes that keep the rest of the range: current data is transferred.
+ */
+#define SYRAH_ACCESS_WRITE 2
+
+#define SYRAH_ACCESS_READ_WRITE 3
+
+/*
+ Overwrites the whole range: no data is transferred.
+ */
+#define SYRAH_ACCESS_DISCARD_WRITE 4
+
+/*
+ Overwrites the whole range and reads back its own writes: no transfer.
+ */
+#define SYRAH_ACCESS_DISCARD_READ_WRITE 5
+
+/*
+ No host memory: the buffer starts without data.
+ */
+#define SYRAH_HOST_NONE 0
+
+/*
+ The runtime uses the memory until the buffer is released and writes the
+ final data back into it then (the release waits for that).
+ */
+#define SYRAH_HOST_WRITE_BACK 1
+
+/*
+ The data is copied in during creation; the memory may be reused at once;
+ nothing is written back.
+ */
+#define SYRAH_HOST_COPY_IN 2
+
+/*
+ Read-only data (a const pointer): read until release, never written.
+ */
+#define SYRAH_HOST_READ_ONLY 3
+
+/*
+ Shared memory: at release, `still_shared(shared_user_data)` decides
+ whether the final data is written back into it.
+ */
+#define SYRAH_HOST_SHARED 4
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -478,6 +640,101 @@ const char *syrah_status_name(syrah_status status);
  with `SYRAH_VERSION` from the header the program was compiled against.
  */
 uint32_t syrah_api_version(void);
+
+/*
+ Creates a buffer. The caller owns it and releases it with
+ `syrah_buffer_release`; what happens to `host_pointer` then is set by
+ `ownership` (see `syrah_host_ownership`), `syrah_buffer_set_final_data`
+ and `syrah_buffer_set_write_back`. No device memory is allocated until a
+ device first uses the buffer.
+ */
+syrah_status syrah_buffer_create(const syrah_buffer_desc *desc, syrah_buffer **out_buffer);
+
+/*
+ A new handle viewing the same storage with another element size and
+ range (same total bytes). Accesses through either handle are tracked
+ together; the view may assume larger page ranges than the original.
+ */
+syrah_status syrah_buffer_reinterpret(const syrah_buffer *buffer,
+                                      size_t element_size,
+                                      uint32_t dimensions,
+                                      const size_t *range,
+                                      syrah_buffer **out_buffer);
+
+/*
+ Adds a reference to a buffer handle.
+ */
+syrah_status syrah_buffer_retain(syrah_buffer *buffer);
+
+/*
+ Drops a reference. When the last handle of a buffer (and its views) is
+ released, the final data is written back if the buffer was told to
+ (this call then waits for it); otherwise it returns at once and the
+ memory is freed once pending commands complete.
+ */
+syrah_status syrah_buffer_release(syrah_buffer *buffer);
+
+/*
+ The buffer's shape as seen through this handle.
+ */
+syrah_status syrah_buffer_get_info(const syrah_buffer *buffer, syrah_buffer_info *out_info);
+
+/*
+ The buffer's allocation on the queue's device, made now if the device
+ has not used the buffer yet. It stays valid, at the same address, until
+ the buffer is destroyed, and is a device USM pointer of the queue's
+ context. Synchronising its use with the buffer's commands is the
+ caller's task.
+ */
+syrah_status syrah_buffer_get_device_pointer(const syrah_buffer *buffer,
+                                             const syrah_queue *queue,
+                                             void **out_pointer);
+
+/*
+ Bytes and copy commands the buffer's transfers have used so far.
+ */
+syrah_status syrah_buffer_get_stats(const syrah_buffer *buffer, syrah_buffer_stats *out_stats);
+
+/*
+ Where the final data goes when the buffer is released: `pointer`
+ (which must hold the buffer's bytes), or nowhere when it is NULL.
+ Overrides what the ownership mode would do.
+ */
+syrah_status syrah_buffer_set_final_data(const syrah_buffer *buffer, void *pointer);
+
+/*
+ Turns the final write-back on or off (it is on by default wherever the
+ ownership mode or `syrah_buffer_set_final_data` names a destination).
+ */
+syrah_status syrah_buffer_set_write_back(const syrah_buffer *buffer, bool write_back);
+
+/*
+ Starts copying every page that is outdated on the host home, after the
+ commands writing them. `*out_event` (may be NULL) receives the event of
+ the last copy, or NULL when the host was already current; the host
+ storage is the buffer's (a host accessor then finds it current).
+ */
+syrah_status syrah_buffer_update_host(const syrah_buffer *buffer, syrah_event **out_event);
+
+/*
+ Maps `range` elements at `offset` (NULL `range` or all zero: the whole
+ buffer; NULL `offset`: the origin) on the host with `mode`, returning
+ once the data is current there. `*out_pointer` points at the element at
+ `offset`, with the buffer's pitches. Commands submitted later that
+ conflict wait until `syrah_host_accessor_release`; others run.
+ Conflicting host accessors held at the same time are refused.
+ */
+syrah_status syrah_buffer_host_access(const syrah_buffer *buffer,
+                                      syrah_access_mode mode,
+                                      const size_t *offset,
+                                      const size_t *range,
+                                      syrah_host_accessor **out_accessor,
+                                      void **out_pointer);
+
+/*
+ Ends a host access: commands waiting for it may start.
+ */
+syrah_status syrah_host_accessor_release(syrah_host_accessor *accessor);
 
 /*
  Creates a context over `count` devices of one platform. The caller owns
@@ -806,6 +1063,26 @@ syrah_status syrah_queue_launch(const syrah_queue *queue,
                                 const syrah_event *const *dependencies,
                                 size_t dependency_count,
                                 syrah_event **out_event);
+
+/*
+ A kernel command group with buffer requirements: like
+ `syrah_queue_launch`, plus `accessor_count` accessors. Syrah orders the
+ command after every earlier command whose accesses conflict with these
+ (overlapping pages, one of them writing), moves the pages the accessors
+ need to the queue's device (only those outdated there; none for discard
+ modes or buffers without data), and passes accessor `i` to arguments of
+ kind `SYRAH_ARG_ACCESSOR` with `size` = `i`.
+ */
+syrah_status syrah_queue_submit_kernel(const syrah_queue *queue,
+                                       const syrah_kernel *kernel,
+                                       const syrah_range *range,
+                                       const syrah_accessor *accessors,
+                                       size_t accessor_count,
+                                       const syrah_kernel_arg *args,
+                                       size_t arg_count,
+                                       const syrah_event *const *dependencies,
+                                       size_t dependency_count,
+                                       syrah_event **out_event);
 
 /*
  Launches `kernel` as a single work-item (one work-group of one).

@@ -1,5 +1,6 @@
 //! Queues and kernel launches.
 
+use super::buffer::{requests, syrah_accessor};
 use super::device::device_ref;
 use super::event::{deps_from, give_event};
 use super::types::*;
@@ -143,7 +144,13 @@ pub unsafe extern "C" fn syrah_queue_barrier(
     })
 }
 
-unsafe fn args_from<'a>(args: *const syrah_kernel_arg, count: usize) -> Result<Vec<Arg<'a>>> {
+/// Arguments from the C descriptions; accessor arguments take the
+/// pointers of the prepared accessors.
+unsafe fn args_from<'a>(
+    args: *const syrah_kernel_arg,
+    count: usize,
+    accessor_ptrs: &[usize],
+) -> Result<Vec<Arg<'a>>> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(args, count, "args") }?;
     raw.iter()
@@ -169,6 +176,19 @@ unsafe fn args_from<'a>(args: *const syrah_kernel_arg, count: usize) -> Result<V
             }
             SYRAH_ARG_USM => Ok(Arg::Usm(a.value)),
             SYRAH_ARG_LOCAL => Ok(Arg::Local(a.size)),
+            SYRAH_ARG_ACCESSOR => accessor_ptrs
+                .get(a.size)
+                .map(|&p| Arg::Usm(p as *const c_void))
+                .ok_or_else(|| {
+                    Error::new(
+                        Status::KernelArguments,
+                        format!(
+                            "args[{i}] names accessor {} but the command group has {}",
+                            a.size,
+                            accessor_ptrs.len()
+                        ),
+                    )
+                }),
             other => Err(Error::new(
                 Status::KernelArguments,
                 format!("args[{i}] has the unknown kind {other}"),
@@ -221,6 +241,43 @@ pub unsafe extern "C" fn syrah_queue_launch(
     dependency_count: usize,
     out_event: *mut *mut Event,
 ) -> syrah_status {
+    // SAFETY: forwarded contract; no accessors.
+    unsafe {
+        syrah_queue_submit_kernel(
+            queue,
+            kernel,
+            range,
+            std::ptr::null(),
+            0,
+            args,
+            arg_count,
+            dependencies,
+            dependency_count,
+            out_event,
+        )
+    }
+}
+
+/// A kernel command group with buffer requirements: like
+/// `syrah_queue_launch`, plus `accessor_count` accessors. Syrah orders the
+/// command after every earlier command whose accesses conflict with these
+/// (overlapping pages, one of them writing), moves the pages the accessors
+/// need to the queue's device (only those outdated there; none for discard
+/// modes or buffers without data), and passes accessor `i` to arguments of
+/// kind `SYRAH_ARG_ACCESSOR` with `size` = `i`.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_queue_submit_kernel(
+    queue: *const Queue,
+    kernel: *const Kernel,
+    range: *const syrah_range,
+    accessors: *const syrah_accessor,
+    accessor_count: usize,
+    args: *const syrah_kernel_arg,
+    arg_count: usize,
+    dependencies: *const *const Event,
+    dependency_count: usize,
+    out_event: *mut *mut Event,
+) -> syrah_status {
     guard(|| {
         // SAFETY: forwarded contract.
         let q = unsafe { borrow(queue, "queue") }?;
@@ -231,11 +288,28 @@ pub unsafe extern "C" fn syrah_queue_launch(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
+        let mut buffers = Vec::new();
         // SAFETY: forwarded contract.
-        let a = unsafe { args_from(args, arg_count) }?;
+        let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
+        // Cheap checks first, so a bad launch moves no data.
+        // SAFETY: forwarded contract; accessor pointers are checked later.
+        let probe = unsafe { args_from(args, arg_count, &vec![0; reqs.len()]) }?;
+        drop(probe);
         // SAFETY: forwarded contract.
-        let deps = unsafe { deps_from(dependencies, dependency_count) }?;
-        let ev = q.launch(k, &nd, &a, &deps)?;
+        let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
+        let (waits, prepared) = q.prepare_accesses(&reqs)?;
+        let ptrs: Vec<usize> = prepared.iter().map(|p| p.ptr).collect();
+        // SAFETY: forwarded contract.
+        let a = unsafe { args_from(args, arg_count, &ptrs) }?;
+        deps.extend(waits);
+        let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();
+        let keep: Option<Box<dyn std::any::Any + Send>> = if keep.is_empty() {
+            None
+        } else {
+            Some(Box::new(keep))
+        };
+        let ev = q.launch(k, &nd, &a, &deps, keep)?;
+        q.commit_accesses(&prepared, &ev);
         // SAFETY: forwarded contract.
         unsafe { give_event(ev, out_event) };
         Ok(())

@@ -112,6 +112,9 @@ pub const SYRAH_DEVICE_INFO_DEVICE_INDEX: syrah_device_info = 112;
 pub const SYRAH_DEVICE_INFO_OUT_OF_ORDER: syrah_device_info = 113;
 /// 1 when queues on this device can record profiling timestamps.
 pub const SYRAH_DEVICE_INFO_PROFILING: syrah_device_info = 114;
+/// 1 when buffer transfers of 2D/3D boxes on this device use one
+/// rectangular copy per box; 0 when they use one copy per contiguous run.
+pub const SYRAH_DEVICE_INFO_BUFFER_RECT_COPIES: syrah_device_info = 115;
 
 /// How a device provides USM.
 pub type syrah_usm_strategy = u32;
@@ -181,6 +184,83 @@ pub const SYRAH_ARG_USM: syrah_arg_kind = 2;
 /// `size` bytes of group-local memory for a `__local` pointer parameter;
 /// `value` unused.
 pub const SYRAH_ARG_LOCAL: syrah_arg_kind = 3;
+
+/// The kernel argument is a buffer accessor of the command group: `size`
+/// is the accessor's index; the kernel receives a pointer to the
+/// accessor's first element (see `syrah_accessor`).
+pub const SYRAH_ARG_ACCESSOR: syrah_arg_kind = 4;
+
+/// Access modes of accessors and host accessors.
+pub type syrah_access_mode = u32;
+pub const SYRAH_ACCESS_READ: syrah_access_mode = 1;
+/// Writes that keep the rest of the range: current data is transferred.
+pub const SYRAH_ACCESS_WRITE: syrah_access_mode = 2;
+pub const SYRAH_ACCESS_READ_WRITE: syrah_access_mode = 3;
+/// Overwrites the whole range: no data is transferred.
+pub const SYRAH_ACCESS_DISCARD_WRITE: syrah_access_mode = 4;
+/// Overwrites the whole range and reads back its own writes: no transfer.
+pub const SYRAH_ACCESS_DISCARD_READ_WRITE: syrah_access_mode = 5;
+
+/// What a buffer does with the host memory given at creation.
+pub type syrah_host_ownership = u32;
+/// No host memory: the buffer starts without data.
+pub const SYRAH_HOST_NONE: syrah_host_ownership = 0;
+/// The runtime uses the memory until the buffer is released and writes the
+/// final data back into it then (the release waits for that).
+pub const SYRAH_HOST_WRITE_BACK: syrah_host_ownership = 1;
+/// The data is copied in during creation; the memory may be reused at once;
+/// nothing is written back.
+pub const SYRAH_HOST_COPY_IN: syrah_host_ownership = 2;
+/// Read-only data (a const pointer): read until release, never written.
+pub const SYRAH_HOST_READ_ONLY: syrah_host_ownership = 3;
+/// Shared memory: at release, `still_shared(shared_user_data)` decides
+/// whether the final data is written back into it.
+pub const SYRAH_HOST_SHARED: syrah_host_ownership = 4;
+
+/// User callbacks providing the buffer's host storage. `allocate` returns
+/// `size` bytes aligned to `alignment`, or NULL (the operation that needed
+/// the memory then fails with `SYRAH_ERROR_OUT_OF_HOST_MEMORY`);
+/// `deallocate` (may be NULL) frees it; `release` (may be NULL) is called
+/// once the runtime will not call the allocator again, which can be after
+/// the buffer was released.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct syrah_allocator {
+    pub allocate: Option<unsafe extern "C" fn(usize, usize, *mut c_void) -> *mut c_void>,
+    pub deallocate: Option<unsafe extern "C" fn(*mut c_void, usize, *mut c_void)>,
+    pub release: Option<unsafe extern "C" fn(*mut c_void)>,
+    pub user_data: *mut c_void,
+}
+
+/// Creation parameters of a buffer. Extents are in elements; with
+/// `dimensions` below 3 only the first entries are used, the last one being
+/// contiguous in memory. `page_size` all zero picks the default pages.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct syrah_buffer_desc {
+    pub element_size: usize,
+    pub dimensions: u32,
+    pub range: [usize; 3],
+    pub page_size: [usize; 3],
+    pub host_pointer: *mut c_void,
+    pub ownership: syrah_host_ownership,
+    pub still_shared: Option<unsafe extern "C" fn(*mut c_void) -> bool>,
+    pub shared_user_data: *mut c_void,
+    /// May be NULL: the default allocator.
+    pub allocator: *const syrah_allocator,
+}
+
+/// Bytes moved and copy commands issued for a buffer, per direction.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct syrah_buffer_stats {
+    pub host_to_device_bytes: u64,
+    pub device_to_host_bytes: u64,
+    pub device_to_device_bytes: u64,
+    pub host_to_device_copies: u64,
+    pub device_to_host_copies: u64,
+    pub device_to_device_copies: u64,
+}
 
 /// One kernel argument, in parameter order.
 #[repr(C)]

@@ -39,7 +39,9 @@ impl Box3 {
     }
 
     pub fn overlaps(&self, o: &Box3) -> bool {
-        !self.is_empty() && !o.is_empty() && (0..3).all(|i| self.lo[i] < o.hi[i] && o.lo[i] < self.hi[i])
+        !self.is_empty()
+            && !o.is_empty()
+            && (0..3).all(|i| self.lo[i] < o.hi[i] && o.lo[i] < self.hi[i])
     }
 
     pub fn contains(&self, o: &Box3) -> bool {
@@ -70,7 +72,9 @@ pub fn normalize(dims: u32, v: &[usize; 3], fill: usize) -> Result<[usize; 3]> {
         1 => Ok([fill, fill, v[0]]),
         2 => Ok([fill, v[0], v[1]]),
         3 => Ok(*v),
-        d => Err(Error::invalid(format!("dimensions must be 1, 2 or 3, not {d}"))),
+        d => Err(Error::invalid(format!(
+            "dimensions must be 1, 2 or 3, not {d}"
+        ))),
     }
 }
 
@@ -88,14 +92,26 @@ impl Geometry {
         let total = range
             .iter()
             .try_fold(elem, |a, &r| a.checked_mul(r))
-            .ok_or_else(|| Error::invalid(format!("buffer of {range:?} elements of {elem} bytes overflows")))?;
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "buffer of {range:?} elements of {elem} bytes overflows"
+                ))
+            })?;
         let _ = total;
         let default = default_page(elem, range);
         let mut p = [0usize; 3];
         for i in 0..3 {
-            p[i] = if page[i] == 0 { default[i] } else { page[i].min(range[i]) };
+            p[i] = if page[i] == 0 {
+                default[i]
+            } else {
+                page[i].min(range[i])
+            };
         }
-        Ok(Geometry { elem, range, page: p })
+        Ok(Geometry {
+            elem,
+            range,
+            page: p,
+        })
     }
 
     pub fn bytes(&self) -> usize {
@@ -283,9 +299,13 @@ pub fn plan(
         return Vec::new();
     }
     const NONE: usize = usize::MAX;
-    let mut order: Vec<usize> = (0..allocs.len()).filter(|&i| i != target && allocs[i].is_some()).collect();
+    let mut order: Vec<usize> = (0..allocs.len())
+        .filter(|&i| i != target && allocs[i].is_some())
+        .collect();
     order.sort_by_key(|&i| rank(i));
-    let local = |p: [usize; 3]| ((p[0] - want.lo[0]) * ext[1] + (p[1] - want.lo[1])) * ext[2] + (p[2] - want.lo[2]);
+    let local = |p: [usize; 3]| {
+        ((p[0] - want.lo[0]) * ext[1] + (p[1] - want.lo[1])) * ext[2] + (p[2] - want.lo[2])
+    };
     let mut src = vec![NONE; n];
     let tbits = allocs.get(target).copied().flatten();
     for z in want.lo[0]..want.hi[0] {
@@ -366,7 +386,9 @@ mod tests {
         assert!(Geometry::new(4, [usize::MAX, 2, 2], [0; 3]).is_err());
         let g = g2(10, 10, 4, 4);
         assert!(g.check_elements([0, 0, 0], [1, 10, 10]).is_ok());
-        let e = g.check_elements([0, 5, 0], [1, 6, 10]).expect_err("past the end");
+        let e = g
+            .check_elements([0, 5, 0], [1, 6, 10])
+            .expect_err("past the end");
         assert!(e.message.contains("[1, 6, 10]") && e.message.contains("[0, 5, 0]"));
         assert!(g.check_elements([0, 0, 0], [1, 0, 10]).is_err());
     }
@@ -375,31 +397,55 @@ mod tests {
     fn page_boxes_round_outwards() {
         let g = g2(10, 10, 4, 4); // pages: 3 x 3, the last ones partial
         assert_eq!(g.pages(), [1, 3, 3]);
-        assert_eq!(g.page_box([0, 3, 3], [1, 2, 2]), Box3::new([0, 0, 0], [1, 2, 2]));
-        assert_eq!(g.page_box([0, 8, 0], [1, 2, 10]), Box3::new([0, 2, 0], [1, 3, 3]));
-        assert_eq!(g.elements_of(&Box3::new([0, 2, 2], [1, 3, 3])), Box3::new([0, 8, 8], [1, 10, 10]));
+        assert_eq!(
+            g.page_box([0, 3, 3], [1, 2, 2]),
+            Box3::new([0, 0, 0], [1, 2, 2])
+        );
+        assert_eq!(
+            g.page_box([0, 8, 0], [1, 2, 10]),
+            Box3::new([0, 2, 0], [1, 3, 3])
+        );
+        assert_eq!(
+            g.elements_of(&Box3::new([0, 2, 2], [1, 3, 3])),
+            Box3::new([0, 8, 8], [1, 10, 10])
+        );
     }
 
     #[test]
     fn byte_runs_merge_full_rows() {
         let g = g2(10, 10, 4, 4);
-        assert_eq!(g.byte_runs(&Box3::new([0, 0, 0], [1, 10, 10])), vec![(0, 400)]);
-        assert_eq!(g.byte_runs(&Box3::new([0, 4, 0], [1, 8, 10])), vec![(160, 160)]);
+        assert_eq!(
+            g.byte_runs(&Box3::new([0, 0, 0], [1, 10, 10])),
+            vec![(0, 400)]
+        );
+        assert_eq!(
+            g.byte_runs(&Box3::new([0, 4, 0], [1, 8, 10])),
+            vec![(160, 160)]
+        );
         assert_eq!(
             g.byte_runs(&Box3::new([0, 4, 4], [1, 6, 8])),
             vec![(4 * 44, 16), (4 * 54, 16)]
         );
         let g3 = Geometry::new(1, [2, 3, 4], [1, 1, 4]).expect("g");
-        assert_eq!(g3.byte_runs(&Box3::new([0, 1, 0], [2, 3, 4])), vec![(4, 8), (16, 8)]);
+        assert_eq!(
+            g3.byte_runs(&Box3::new([0, 1, 0], [2, 3, 4])),
+            vec![(4, 8), (16, 8)]
+        );
     }
 
     #[test]
     fn bytes_map_to_covering_pages() {
         let g = g2(10, 10, 4, 4);
         // Bytes of row 5, columns 2..6.
-        assert_eq!(g.page_box_of_bytes(4 * 52, 4 * 56), Box3::new([0, 1, 0], [1, 2, 2]));
+        assert_eq!(
+            g.page_box_of_bytes(4 * 52, 4 * 56),
+            Box3::new([0, 1, 0], [1, 2, 2])
+        );
         // Rows 3 to 4 span whole rows in between.
-        assert_eq!(g.page_box_of_bytes(4 * 39, 4 * 41), Box3::new([0, 0, 0], [1, 2, 3]));
+        assert_eq!(
+            g.page_box_of_bytes(4 * 39, 4 * 41),
+            Box3::new([0, 0, 0], [1, 2, 3])
+        );
     }
 
     #[test]
@@ -441,22 +487,46 @@ mod tests {
         set_box(&g, &mut a, &Box3::new([0, 0, 0], [1, 1, 2]), true); // top row
         set_box(&g, &mut b, &Box3::new([0, 1, 0], [1, 2, 1]), true); // bottom-left
         let target = new_bits(&g, false);
-        let t = plan(&g, 2, &g.all_pages(), &[Some(&a), Some(&b), Some(&target)], |i| i);
+        let t = plan(
+            &g,
+            2,
+            &g.all_pages(),
+            &[Some(&a), Some(&b), Some(&target)],
+            |i| i,
+        );
         assert_eq!(
             t,
             vec![
-                Transfer { src: 0, pages: Box3::new([0, 0, 0], [1, 1, 2]) },
-                Transfer { src: 1, pages: Box3::new([0, 1, 0], [1, 2, 1]) },
+                Transfer {
+                    src: 0,
+                    pages: Box3::new([0, 0, 0], [1, 1, 2])
+                },
+                Transfer {
+                    src: 1,
+                    pages: Box3::new([0, 1, 0], [1, 2, 1])
+                },
             ]
         );
         // Ranking prefers the second source where both hold a page.
         set_box(&g, &mut b, &Box3::new([0, 0, 0], [1, 1, 2]), true);
-        let t = plan(&g, 2, &g.all_pages(), &[Some(&a), Some(&b), Some(&target)], |i| 10 - i);
+        let t = plan(
+            &g,
+            2,
+            &g.all_pages(),
+            &[Some(&a), Some(&b), Some(&target)],
+            |i| 10 - i,
+        );
         assert_eq!(
             t,
             vec![
-                Transfer { src: 1, pages: Box3::new([0, 0, 0], [1, 1, 2]) },
-                Transfer { src: 1, pages: Box3::new([0, 1, 0], [1, 2, 1]) },
+                Transfer {
+                    src: 1,
+                    pages: Box3::new([0, 0, 0], [1, 1, 2])
+                },
+                Transfer {
+                    src: 1,
+                    pages: Box3::new([0, 1, 0], [1, 2, 1])
+                },
             ]
         );
     }

@@ -146,6 +146,7 @@ pub const CL_DEVICE_SVM_FINE_GRAIN_BUFFER: cl_device_svm_capabilities = 1 << 1;
 pub const CL_DEVICE_SVM_FINE_GRAIN_SYSTEM: cl_device_svm_capabilities = 1 << 2;
 pub const CL_DEVICE_SVM_ATOMICS: cl_device_svm_capabilities = 1 << 3;
 pub const CL_MEM_READ_WRITE: cl_mem_flags = 1;
+pub const CL_MEM_USE_HOST_PTR: cl_mem_flags = 1 << 3;
 pub const CL_MEM_SVM_FINE_GRAIN_BUFFER: cl_svm_mem_flags = 1 << 10;
 pub const CL_MEM_SVM_ATOMICS: cl_svm_mem_flags = 1 << 11;
 pub const CL_MIGRATE_MEM_OBJECT_HOST: cl_mem_migration_flags = 1;

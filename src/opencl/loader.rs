@@ -100,6 +100,12 @@ cl_table! {
         clCreateUserEvent: fn(cl_context, *mut cl_int) -> cl_event;
         clSetUserEventStatus: fn(cl_event, cl_int) -> cl_int;
         clSetEventCallback: fn(cl_event, cl_int, EventNotify, *mut c_void) -> cl_int;
+        clCreateBuffer: fn(cl_context, cl_mem_flags, usize, *mut c_void, *mut cl_int) -> cl_mem;
+        clReleaseMemObject: fn(cl_mem) -> cl_int;
+        clEnqueueReadBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clEnqueueReadBufferRect: fn(cl_command_queue, cl_mem, cl_bool, *const usize, *const usize, *const usize, usize, usize, usize, usize, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clEnqueueWriteBufferRect: fn(cl_command_queue, cl_mem, cl_bool, *const usize, *const usize, *const usize, usize, usize, usize, usize, *const c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clEnqueueCopyBufferRect: fn(cl_command_queue, cl_mem, cl_mem, *const usize, *const usize, *const usize, usize, usize, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
     }
     optional {
         clCreateCommandQueueWithProperties: fn(cl_context, cl_device_id, *const cl_queue_properties, *mut cl_int) -> cl_command_queue;

@@ -36,6 +36,7 @@ impl Queue {
         range: &NdRange,
         args: &[Arg<'_>],
         deps: &[Arc<Event>],
+        keep: Option<Box<dyn std::any::Any + Send>>,
     ) -> Result<Arc<Event>> {
         let api = api()?;
         if kernel.ctx.id != self.ctx.id {
@@ -200,6 +201,6 @@ impl Queue {
                 return Err(e);
             }
         }
-        Ok(self.record(ev, what, None, deps))
+        Ok(self.record(ev, what, keep, deps))
     }
 }

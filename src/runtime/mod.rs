@@ -1,6 +1,7 @@
 //! The runtime core over the OpenCL backend: devices, contexts, queues,
 //! events, programs, kernels and USM.
 
+pub mod buffer;
 pub mod context;
 pub mod event;
 pub mod launch;

@@ -37,6 +37,7 @@ pub struct Queue {
     pub in_order: bool,
     pub profiling: bool,
     handler: Option<(AsyncHandler, usize)>,
+    me: std::sync::Weak<Queue>,
     inflight: Mutex<Inflight>,
     errors: Mutex<Vec<Error>>,
 }
@@ -87,13 +88,14 @@ impl Queue {
         if cl.is_null() || err != CL_SUCCESS {
             return Err(Error::opencl(err, "clCreateCommandQueueWithProperties"));
         }
-        let q = Arc::new(Queue {
+        let q = Arc::new_cyclic(|me| Queue {
             ctx: ctx.clone(),
             device,
             cl,
             in_order,
             profiling,
             handler,
+            me: me.clone(),
             inflight: Mutex::new(Inflight {
                 entries: VecDeque::new(),
                 scan_at: SCAN_MIN,
@@ -104,6 +106,11 @@ impl Queue {
         qs.retain(|w| w.strong_count() > 0);
         qs.push(Arc::downgrade(&q));
         Ok(q)
+    }
+
+    /// A strong reference to this queue, while one exists.
+    pub fn self_arc(&self) -> Option<Arc<Queue>> {
+        self.me.upgrade()
     }
 
     /// OpenCL wait list for `deps`. Events of another context cannot be

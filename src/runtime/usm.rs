@@ -399,6 +399,25 @@ impl Queue {
         Ok(self.record(ev, format!("memcpy of {size} bytes"), None, deps))
     }
 
+    /// A copy between trusted pointers (buffer allocations and their host
+    /// storage), kept alive by `keep` until it completes.
+    ///
+    /// # Safety
+    /// Both ranges must be valid for `size` bytes until the copy completes.
+    pub(crate) unsafe fn copy_raw(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize,
+        deps: &[Arc<Event>],
+        what: String,
+        keep: Option<Box<dyn std::any::Any + Send>>,
+    ) -> Result<Arc<Event>> {
+        let wl = self.wait_list(deps)?;
+        let ev = self.enqueue_copy(dst, src, size, &wl)?;
+        Ok(self.record(ev, what, keep, deps))
+    }
+
     /// Fills `size` bytes at `dst` with `pattern` repeated.
     /// # Safety
     /// Host pointers passed here must stay valid for the command's

@@ -1,0 +1,732 @@
+/* Buffers: accessors, page-granular transfers with exact counts, inferred
+ * dependencies, host accessors, host-memory ownership, allocators,
+ * reinterpretation, and several devices and contexts. */
+#define _POSIX_C_SOURCE 200112L
+#include "testing.h"
+
+#include <time.h>
+
+static const char *kSource =
+    "__kernel void twice(__global int *p) { p[get_global_id(0)] *= 2; }\n"
+    "__kernel void setv(__global int *p, int v) { p[get_global_id(0)] = v; }\n"
+    "__kernel void copyk(__global const int *a, __global int *b) {\n"
+    "  b[get_global_id(0)] = a[get_global_id(0)] + 1; }\n"
+    "__kernel void peek(__global const int *p, int pitch) { (void)p; (void)pitch; }\n"
+    "__kernel void rows(__global int *p, int pitch) {\n"
+    "  p[get_global_id(0) * pitch + get_global_id(1)] = (int)(get_global_id(0) * 1000 + get_global_id(1)); }\n";
+
+enum { N = 1 << 16 }; /* 256 KiB of ints: one default page */
+
+typedef struct {
+  const syrah_device *dev;
+  syrah_queue *q;
+  syrah_context *ctx;
+  syrah_program *prog;
+  syrah_kernel *twice, *setv, *copyk, *rows, *peek;
+} env;
+
+static bool env_open_in(env *e, syrah_context *ctx, const syrah_device *d, syrah_queue_flags flags) {
+  memset(e, 0, sizeof *e);
+  e->dev = d;
+  if (syrah_queue_create(ctx, d, flags, NULL, NULL, &e->q) != SYRAH_SUCCESS) return false;
+  if (syrah_queue_get_context(e->q, &e->ctx) != SYRAH_SUCCESS) return false;
+  if (syrah_program_create_from_source(e->ctx, kSource, NULL, &e->prog) != SYRAH_SUCCESS) return false;
+  return syrah_kernel_create(e->prog, "twice", &e->twice) == SYRAH_SUCCESS &&
+         syrah_kernel_create(e->prog, "setv", &e->setv) == SYRAH_SUCCESS &&
+         syrah_kernel_create(e->prog, "copyk", &e->copyk) == SYRAH_SUCCESS &&
+         syrah_kernel_create(e->prog, "rows", &e->rows) == SYRAH_SUCCESS &&
+         syrah_kernel_create(e->prog, "peek", &e->peek) == SYRAH_SUCCESS;
+}
+
+static bool env_open(env *e, const syrah_device *d, syrah_queue_flags flags) {
+  return env_open_in(e, NULL, d, flags);
+}
+
+static void env_close(env *e) {
+  if (e->twice) syrah_kernel_release(e->twice);
+  if (e->setv) syrah_kernel_release(e->setv);
+  if (e->copyk) syrah_kernel_release(e->copyk);
+  if (e->rows) syrah_kernel_release(e->rows);
+  if (e->peek) syrah_kernel_release(e->peek);
+  if (e->prog) syrah_program_release(e->prog);
+  if (e->q) syrah_queue_release(e->q);
+  if (e->ctx) syrah_context_release(e->ctx);
+}
+
+static syrah_buffer_desc desc1(size_t n, void *host, syrah_host_ownership own) {
+  syrah_buffer_desc d;
+  memset(&d, 0, sizeof d);
+  d.element_size = sizeof(int);
+  d.dimensions = 1;
+  d.range[0] = n;
+  d.host_pointer = host;
+  d.ownership = own;
+  return d;
+}
+
+static syrah_accessor acc1(syrah_buffer *b, syrah_access_mode m, size_t off, size_t n) {
+  syrah_accessor a;
+  memset(&a, 0, sizeof a);
+  a.buffer = b;
+  a.mode = m;
+  a.offset[0] = off;
+  a.range[0] = n;
+  return a;
+}
+
+/* Runs `k` over `n` work-items with one accessor (and an int if `v`). */
+static syrah_status run1(env *e, syrah_kernel *k, syrah_accessor a, size_t n, const int *v, syrah_event **ev) {
+  syrah_range r = syrah_range_1d(n);
+  syrah_kernel_arg args[2];
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  if (v) args[1] = syrah_arg_value(v, sizeof *v);
+  return syrah_queue_submit_kernel(e->q, k, &r, &a, 1, args, v ? 2 : 1, NULL, 0, ev);
+}
+
+static syrah_buffer_stats stats(syrah_buffer *b) {
+  syrah_buffer_stats s;
+  memset(&s, 0, sizeof s);
+  syrah_buffer_get_stats(b, &s);
+  return s;
+}
+
+static void test_basics(const syrah_device *d) {
+  env e;
+  int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, seven = 7;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  syrah_host_accessor *ha = NULL;
+  syrah_buffer_stats s;
+  syrah_buffer_info info;
+  void *dp1 = NULL, *dp2 = NULL;
+  syrah_usm_alloc t = 0;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("buffers", "the device has no USM; buffers over plain cl_mem are not implemented yet");
+    free(host);
+    return;
+  }
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    free(host);
+    return;
+  }
+  for (i = 0; i < N; ++i) host[i] = i;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(syrah_buffer_get_info(b, &info));
+  EXPECT_EQ(info.dimensions, 1);
+  EXPECT_EQ(info.range[0], N);
+  EXPECT_EQ(info.page_size[0], N); /* 256 KiB of ints: the default page */
+  EXPECT_EQ(info.size_bytes, N * sizeof(int));
+  EXPECT_EQ(info.row_pitch, N * sizeof(int));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, 0); /* nothing moves before a device uses it */
+
+  /* First use: one copy of the whole buffer; a second use moves nothing. */
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, N * sizeof(int));
+  EXPECT_EQ(s.host_to_device_copies, 1);
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, N * sizeof(int));
+  EXPECT_EQ(s.device_to_host_bytes, 0);
+
+  /* The device pointer is stable, and a device USM pointer of the context. */
+  EXPECT_OK(syrah_buffer_get_device_pointer(b, e.q, &dp1));
+  EXPECT_OK(syrah_buffer_get_device_pointer(b, e.q, &dp2));
+  EXPECT_TRUE(dp1 != NULL && dp1 == dp2);
+  EXPECT_OK(syrah_get_pointer_type(e.ctx, dp1, &t));
+  EXPECT_EQ(t, SYRAH_USM_ALLOC_DEVICE);
+
+  /* A host accessor brings the data home once. */
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 4 * i;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  s = stats(b);
+  EXPECT_EQ(s.device_to_host_bytes, N * sizeof(int));
+  EXPECT_EQ(s.device_to_host_copies, 1);
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_EQ(stats(b).device_to_host_bytes, N * sizeof(int));
+
+  /* A host write outdates the device copy; the next kernel fetches it. */
+  {
+    size_t off = 100, rng = 10;
+    EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_WRITE, &off, &rng, &ha, (void **)&p));
+    p[0] = -5; /* element 100 */
+    EXPECT_OK(syrah_host_accessor_release(ha));
+  }
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_EQ(stats(b).host_to_device_bytes, 2 * N * sizeof(int));
+
+  /* Discard modes never transfer. */
+  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &seven, NULL));
+  EXPECT_EQ(stats(b).host_to_device_bytes, 2 * N * sizeof(int));
+
+  /* Errors, before anything moves. */
+  EXPECT_ERR(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, N - 2, 4), 4, NULL, NULL),
+             SYRAH_ERROR_INVALID_ARGUMENT, "does not fit");
+  EXPECT_ERR(run1(&e, e.twice, acc1(b, 9, 0, 0), N, NULL, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "unknown access mode 9");
+  {
+    syrah_accessor a = acc1(b, SYRAH_ACCESS_READ, 0, 0);
+    syrah_range r = syrah_range_1d(4);
+    syrah_kernel_arg arg;
+    arg.kind = SYRAH_ARG_ACCESSOR;
+    arg.size = 3;
+    arg.value = NULL;
+    EXPECT_ERR(syrah_queue_submit_kernel(e.q, e.twice, &r, &a, 1, &arg, 1, NULL, 0, NULL),
+               SYRAH_ERROR_KERNEL_ARGUMENTS, "names accessor 3 but the command group has 1");
+    EXPECT_ERR(syrah_queue_submit_kernel(e.q, e.twice, &r, NULL, 1, &arg, 1, NULL, 0, NULL),
+               SYRAH_ERROR_NULL_ARGUMENT, "accessors");
+    a.buffer = NULL;
+    EXPECT_ERR(syrah_queue_submit_kernel(e.q, e.twice, &r, &a, 1, &arg, 1, NULL, 0, NULL),
+               SYRAH_ERROR_NULL_ARGUMENT, "accessors[0].buffer");
+  }
+  EXPECT_ERR(syrah_buffer_host_access(b, 0, NULL, NULL, &ha, (void **)&p), SYRAH_ERROR_INVALID_ARGUMENT,
+             "unknown access mode 0");
+  EXPECT_ERR(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, NULL, (void **)&p),
+             SYRAH_ERROR_NULL_ARGUMENT, "out_accessor");
+
+  /* Release writes the final data back into the host memory. */
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 7;
+  EXPECT_TRUE(ok);
+  env_close(&e);
+  free(host);
+}
+
+static void test_pages(const syrah_device *d) {
+  env e;
+  enum { R = 64, C = 64 };
+  int *host = (int *)malloc(R * C * sizeof(int)), *p = NULL, i, ok, pitch = C;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd;
+  syrah_host_accessor *ha = NULL;
+  syrah_buffer_stats s;
+  syrah_accessor a;
+  syrah_range r;
+  syrah_kernel_arg args[2];
+  uint64_t rect = 0;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("buffer pages", "the device has no USM");
+    free(host);
+    return;
+  }
+  if (!env_open(&e, d, 0)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    free(host);
+    return;
+  }
+  for (i = 0; i < R * C; ++i) host[i] = -1;
+  memset(&bd, 0, sizeof bd);
+  bd.element_size = sizeof(int);
+  bd.dimensions = 2;
+  bd.range[0] = R;
+  bd.range[1] = C;
+  bd.page_size[0] = 16;
+  bd.page_size[1] = 16; /* 4 x 4 pages of 16 x 16 ints */
+  bd.host_pointer = host;
+  bd.ownership = SYRAH_HOST_WRITE_BACK;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+
+  /* Rows 16..31, all columns: one row of pages, contiguous: one copy. */
+  memset(&a, 0, sizeof a);
+  a.buffer = b;
+  a.mode = SYRAH_ACCESS_READ_WRITE;
+  a.offset[0] = 16;
+  a.range[0] = 16;
+  a.range[1] = C;
+  r = syrah_range_2d(16, C);
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = syrah_arg_value(&pitch, sizeof pitch);
+  EXPECT_OK(syrah_queue_submit_kernel(e.q, e.rows, &r, &a, 1, args, 2, NULL, 0, NULL));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, 16 * C * sizeof(int));
+  EXPECT_EQ(s.host_to_device_copies, 1);
+
+  /* Rows 8..23, columns 20..27, read: pages rows 0-1 x column 1; row 1 is
+   * current on the device already, so only page (0, 1) moves: one
+   * rectangular copy, or its 16 rows where the device has none. */
+  EXPECT_OK(syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BUFFER_RECT_COPIES, &rect));
+  a.offset[0] = 8;
+  a.offset[1] = 20;
+  a.range[0] = 16;
+  a.range[1] = 8;
+  a.mode = SYRAH_ACCESS_READ;
+  r = syrah_range_2d(16, 8);
+  EXPECT_OK(syrah_queue_submit_kernel(e.q, e.peek, &r, &a, 1, args, 2, NULL, 0, NULL));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, 16 * C * sizeof(int) + 16 * 16 * sizeof(int));
+  EXPECT_EQ(s.host_to_device_copies, 1 + (rect ? 1 : 16));
+
+  /* The host reads everything: only the written row of pages comes back,
+   * in one contiguous copy. */
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < R * C; ++i) {
+    int row = i / C, col = i % C;
+    int want = (row >= 16 && row < 32) ? (row - 16) * 1000 + col : -1;
+    ok &= p[i] == want;
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  s = stats(b);
+  EXPECT_EQ(s.device_to_host_bytes, 16 * C * sizeof(int));
+  EXPECT_EQ(s.device_to_host_copies, 1);
+
+  /* A 2D box inside one page: written on the device, read back on the
+   * host through a ranged host accessor with the buffer's pitch. */
+  a.offset[0] = 40;
+  a.offset[1] = 36;
+  a.range[0] = 8;
+  a.range[1] = 8;
+  a.mode = SYRAH_ACCESS_READ_WRITE;
+  r = syrah_range_2d(8, 8);
+  EXPECT_OK(syrah_queue_submit_kernel(e.q, e.rows, &r, &a, 1, args, 2, NULL, 0, NULL));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, 16 * C * sizeof(int) + 2 * 16 * 16 * sizeof(int));
+  EXPECT_EQ(s.host_to_device_copies, 1 + 2 * (rect ? 1 : 16));
+  {
+    size_t off[2] = {40, 36}, rng[2] = {8, 8};
+    int y, x;
+    EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, off, rng, &ha, (void **)&p));
+    for (y = 0, ok = 1; y < 8; ++y)
+      for (x = 0; x < 8; ++x) ok &= p[y * C + x] == y * 1000 + x;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    s = stats(b);
+    EXPECT_EQ(s.device_to_host_bytes, 16 * C * sizeof(int) + 16 * 16 * sizeof(int));
+    EXPECT_EQ(s.device_to_host_copies, 1 + (rect ? 1 : 16));
+  }
+  /* Released: the page written last returns home before the write-back. */
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < R * C; ++i) {
+    int row = i / C, col = i % C;
+    int want = (row >= 16 && row < 32) ? (row - 16) * 1000 + col
+               : (row >= 40 && row < 48 && col >= 36 && col < 44) ? (row - 40) * 1000 + col - 36
+                                                                  : -1;
+    ok &= host[i] == want;
+  }
+  EXPECT_TRUE(ok);
+  env_close(&e);
+  free(host);
+}
+
+static void test_uninitialised_and_ownership(const syrah_device *d) {
+  env e;
+  int *host = (int *)malloc(N * sizeof(int)), *other = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = 3;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  syrah_host_accessor *ha = NULL;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("buffer ownership", "the device has no USM");
+    free(host);
+    free(other);
+    return;
+  }
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    free(host);
+    free(other);
+    return;
+  }
+  /* No data: reading moves nothing. */
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_EQ(stats(b).host_to_device_bytes, 0);
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_EQ(stats(b).device_to_host_bytes, N * sizeof(int)); /* the kernel wrote it */
+  /* set_final_data to another pointer. */
+  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &v, NULL));
+  EXPECT_OK(syrah_buffer_set_final_data(b, other));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < N; ++i) ok &= other[i] == 3;
+  EXPECT_TRUE(ok);
+
+  /* Copy-in: the memory may be reused at once; nothing comes back. */
+  for (i = 0; i < N; ++i) host[i] = 10;
+  bd = desc1(N, host, SYRAH_HOST_COPY_IN);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  for (i = 0; i < N; ++i) host[i] = 99; /* reused at once */
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 20; /* 2 x the copied 10 */
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 99;
+  EXPECT_TRUE(ok);
+
+  /* Read-only data is never written, even when the buffer is. */
+  for (i = 0; i < N; ++i) host[i] = 5;
+  bd = desc1(N, host, SYRAH_HOST_READ_ONLY);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ_WRITE, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 10;
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(p != host);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 5;
+  EXPECT_TRUE(ok);
+
+  /* Write-back turned off. */
+  bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_set_write_back(b, false));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 5;
+  EXPECT_TRUE(ok);
+  /* set_final_data(NULL) likewise. */
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_set_final_data(b, NULL));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 5;
+  EXPECT_TRUE(ok);
+
+  /* Creation errors. */
+  bd = desc1(N, NULL, SYRAH_HOST_WRITE_BACK);
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_NULL_ARGUMENT, "host_pointer");
+  bd = desc1(N, host, SYRAH_HOST_NONE);
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "SYRAH_HOST_NONE");
+  bd = desc1(N, host, 17);
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "ownership 17");
+  bd = desc1(0, NULL, SYRAH_HOST_NONE);
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "empty dimension");
+  bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  bd.element_size = 0;
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "element size is 0");
+  bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  bd.dimensions = 4;
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "not 4");
+  bd = desc1(N, host, SYRAH_HOST_SHARED);
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_NULL_ARGUMENT, "still_shared");
+  EXPECT_ERR(syrah_buffer_create(NULL, &b), SYRAH_ERROR_NULL_ARGUMENT, "desc");
+  env_close(&e);
+  free(host);
+  free(other);
+}
+
+static bool still_shared_answer = true;
+static int still_shared_calls = 0;
+static bool still_shared(void *user) {
+  ++still_shared_calls;
+  return *(bool *)user;
+}
+
+typedef struct {
+  int allocs, frees, releases;
+  bool fail;
+} counting;
+
+static void *count_alloc(size_t size, size_t align, void *user) {
+  counting *c = (counting *)user;
+  void *p = NULL;
+  if (c->fail) return NULL;
+  if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) != 0) return NULL;
+  ++c->allocs;
+  return p;
+}
+static void count_free(void *p, size_t size, void *user) {
+  (void)size;
+  ++((counting *)user)->frees;
+  free(p);
+}
+static void count_release(void *user) { ++((counting *)user)->releases; }
+
+static void test_shared_and_allocators(const syrah_device *d) {
+  env e;
+  int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok;
+  syrah_buffer *b = NULL, *view = NULL;
+  syrah_buffer_desc bd;
+  syrah_host_accessor *ha = NULL;
+  syrah_allocator alloc;
+  counting cnt;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("shared ownership and allocators", "the device has no USM");
+    free(host);
+    return;
+  }
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    free(host);
+    return;
+  }
+  /* Shared: the callback decides at release. */
+  still_shared_calls = 0;
+  for (i = 0; i < N; ++i) host[i] = 1;
+  bd = desc1(N, host, SYRAH_HOST_SHARED);
+  bd.still_shared = still_shared;
+  bd.shared_user_data = &still_shared_answer;
+  still_shared_answer = true;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_EQ(still_shared_calls, 1);
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 2;
+  EXPECT_TRUE(ok);
+  still_shared_answer = false;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  EXPECT_EQ(still_shared_calls, 2);
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 2;
+  EXPECT_TRUE(ok);
+
+  /* A user allocator serves the host storage and is released last. */
+  memset(&cnt, 0, sizeof cnt);
+  alloc.allocate = count_alloc;
+  alloc.deallocate = count_free;
+  alloc.release = count_release;
+  alloc.user_data = &cnt;
+  bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  bd.allocator = &alloc;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_EQ(cnt.allocs, 0);
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_DISCARD_WRITE, NULL, NULL, &ha, (void **)&p));
+  EXPECT_EQ(cnt.allocs, 1);
+  for (i = 0; i < N; ++i) p[i] = i;
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  /* A view of 16-byte elements over the same storage. */
+  {
+    size_t r = N / 4;
+    EXPECT_OK(syrah_buffer_reinterpret(b, 16, 1, &r, &view));
+    r = N;
+    EXPECT_ERR(syrah_buffer_reinterpret(b, 16, 1, &r, &view), SYRAH_ERROR_INVALID_ARGUMENT, "bytes");
+  }
+  EXPECT_OK(syrah_buffer_release(b)); /* the view keeps the storage */
+  EXPECT_EQ(cnt.releases, 0);
+  EXPECT_OK(syrah_buffer_host_access(view, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 2 * i;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_release(view));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  EXPECT_EQ(cnt.allocs, 1);
+  EXPECT_EQ(cnt.frees, 1);
+  EXPECT_EQ(cnt.releases, 1);
+
+  /* An allocator that returns NULL: the operation needing host memory
+   * fails, nothing crashes or leaks. */
+  memset(&cnt, 0, sizeof cnt);
+  cnt.fail = true;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_ERR(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p),
+             SYRAH_ERROR_OUT_OF_HOST_MEMORY, "user's allocator returned no memory");
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  EXPECT_EQ(cnt.releases, 1);
+  alloc.allocate = NULL;
+  EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_NULL_ARGUMENT, "allocator->allocate");
+  env_close(&e);
+  free(host);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+
+static void test_dependencies(const syrah_device *d) {
+  env e;
+  int *p = NULL, i, ok, one = 1;
+  syrah_buffer *a = NULL, *b = NULL;
+  syrah_buffer_desc bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  syrah_host_accessor *ha = NULL, *hb = NULL;
+  syrah_event *k = NULL, *k2 = NULL;
+  syrah_event_status st = 0;
+  syrah_accessor accs[2];
+  syrah_range r = syrah_range_1d(N);
+  syrah_kernel_arg args[2];
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("buffer dependencies", "the device has no USM");
+    return;
+  }
+  if (!env_open(&e, d, 0)) { /* out of order: only dependencies order */
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  REQUIRE_OK(syrah_buffer_create(&bd, &a));
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  /* a = 1; a *= 2 (x3); b = a + 1: ordered by conflicts alone. */
+  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &one, NULL));
+  for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.twice, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = args[0];
+  args[1].size = 1;
+  EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &hb, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 9;
+  EXPECT_TRUE(ok);
+  /* Two read host accessors of one buffer coexist. */
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  /* A conflicting host accessor while one is held is refused, not a deadlock. */
+  EXPECT_ERR(syrah_buffer_host_access(b, SYRAH_ACCESS_WRITE, NULL, NULL, &ha, (void **)&p),
+             SYRAH_ERROR_INVALID_ARGUMENT, "still held");
+  /* A kernel writing b waits for the held read accessor; one reading a does not. */
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, &k));
+  EXPECT_OK(run1(&e, e.twice, acc1(a, SYRAH_ACCESS_READ, 0, 0), N, NULL, &k2));
+  EXPECT_OK(syrah_event_wait(k2));
+  sleep_ms(50);
+  EXPECT_OK(syrah_event_get_status(k, &st));
+  EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE);
+  EXPECT_OK(syrah_host_accessor_release(hb));
+  EXPECT_OK(syrah_event_wait(k));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 18;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  syrah_event_release(k);
+  syrah_event_release(k2);
+
+  /* update_host brings data home; a later host read moves nothing more. */
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  {
+    syrah_buffer_stats before = stats(b);
+    EXPECT_OK(syrah_buffer_update_host(b, &k));
+    EXPECT_TRUE(k != NULL);
+    if (k) {
+      EXPECT_OK(syrah_event_wait(k));
+      syrah_event_release(k);
+    }
+    EXPECT_EQ(stats(b).device_to_host_bytes, before.device_to_host_bytes + N * sizeof(int));
+    EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    EXPECT_EQ(stats(b).device_to_host_bytes, before.device_to_host_bytes + N * sizeof(int));
+    for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 36;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    k = (syrah_event *)&ok;
+    EXPECT_OK(syrah_buffer_update_host(b, &k));
+    EXPECT_TRUE(k == NULL);
+  }
+  EXPECT_OK(syrah_buffer_release(a));
+  EXPECT_OK(syrah_buffer_release(b));
+  env_close(&e);
+}
+
+/* Two devices: pages move between them, within one context directly and
+ * between contexts through the host, exactly as the page bits require. */
+static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one_context) {
+  env e1, e2;
+  syrah_context *shared = NULL;
+  int *host = (int *)malloc(N * sizeof(int)), *p = NULL, ok;
+  size_t i;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  syrah_host_accessor *ha = NULL;
+  syrah_buffer_stats s;
+  const size_t half = N / 2 * sizeof(int);
+  t_device = one_context ? "two devices, one context" : "two devices, two contexts";
+  printf("== %s\n", t_device);
+  if (one_context) {
+    const syrah_device *pair[2];
+    pair[0] = d1;
+    pair[1] = d2;
+    REQUIRE_OK(syrah_context_create(pair, 2, &shared));
+  }
+  if (!env_open_in(&e1, shared, d1, SYRAH_QUEUE_IN_ORDER) || !env_open_in(&e2, shared, d2, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    free(host);
+    return;
+  }
+  for (i = 0; i < N; ++i) host[i] = (int)i;
+  bd.page_size[0] = N / 2; /* two pages */
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  /* Device 1 doubles the first half, device 2 the second: no conflict. */
+  EXPECT_OK(run1(&e1, e1.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, N / 2), N / 2, NULL, NULL));
+  EXPECT_OK(run1(&e2, e2.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, N / 2, N / 2), N / 2, NULL, NULL));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, 2 * half);
+  EXPECT_EQ(s.host_to_device_copies, 2);
+  /* Device 2 then uses everything: the first half comes from device 1. */
+  EXPECT_OK(run1(&e2, e2.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  s = stats(b);
+  if (one_context) {
+    EXPECT_EQ(s.device_to_device_bytes, half);
+    EXPECT_EQ(s.device_to_device_copies, 1);
+    EXPECT_EQ(s.host_to_device_bytes, 2 * half);
+    EXPECT_EQ(s.device_to_host_bytes, 0);
+  } else {
+    EXPECT_EQ(s.device_to_device_bytes, 0);
+    EXPECT_EQ(s.device_to_host_bytes, half);
+    EXPECT_EQ(s.host_to_device_bytes, 3 * half);
+  }
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 4 * (int)i;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  s = stats(b);
+  /* Both pages come home from device 2 in one copy. */
+  EXPECT_EQ(s.device_to_host_bytes, (one_context ? 0 : half) + 2 * half);
+  EXPECT_EQ(s.device_to_host_copies, (one_context ? 0 : 1) + 1);
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 4 * (int)i;
+  EXPECT_TRUE(ok);
+  env_close(&e1);
+  env_close(&e2);
+  if (shared) syrah_context_release(shared);
+  free(host);
+  t_device = "";
+}
+
+static void test_two_devices(void) {
+  const syrah_device *all[64];
+  size_t n = 0, i, j;
+  bool same = false, cross = false;
+  syrah_get_devices(all, 64, &n);
+  for (i = 0; i < n; ++i) {
+    for (j = i + 1; j < n; ++j) {
+      uint64_t pi = 0, pj = 0;
+      if (!t_has(all[i], SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS) || !t_has(all[j], SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS))
+        continue;
+      syrah_device_get_info_u64(all[i], SYRAH_DEVICE_INFO_PLATFORM_INDEX, &pi);
+      syrah_device_get_info_u64(all[j], SYRAH_DEVICE_INFO_PLATFORM_INDEX, &pj);
+      if (pi == pj && !same) {
+        same = true;
+        two_devices(all[i], all[j], true);
+      }
+      if (!cross) {
+        cross = true;
+        two_devices(all[i], all[j], false);
+      }
+    }
+  }
+  if (!same) t_skip("two devices in one context", "no platform with two devices with USM (POCL_DEVICES=\"pthread pthread\" gives two)");
+  if (!cross) t_skip("two devices in two contexts", "fewer than two devices with USM");
+}
+
+int main(void) {
+  t_for_each_device(test_basics);
+  t_for_each_device(test_pages);
+  t_for_each_device(test_uninitialised_and_ownership);
+  t_for_each_device(test_shared_and_allocators);
+  t_for_each_device(test_dependencies);
+  test_two_devices();
+  return t_finish("test_buffer");
+}

@@ -1,0 +1,1156 @@
+//! Buffers: fixed-size storage with one lazily made allocation per device
+//! (through the device's USM strategy) plus host storage, page-granular
+//! up-to-date tracking, transfers planned from the page bits, and
+//! dependencies inferred from accesses.
+
+use super::context::Context;
+use super::event::Event;
+use super::platform::Device;
+use super::queue::Queue;
+use crate::core::deps::Tracker;
+use crate::core::error::{Error, Result, Status};
+use crate::core::pages::{self, Box3, Geometry, PageBits};
+use crate::core::registry::AllocKind;
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, check};
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Access modes of accessors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+    ReadWrite,
+    DiscardWrite,
+    DiscardReadWrite,
+}
+
+impl Mode {
+    pub fn writes(self) -> bool {
+        self != Mode::Read
+    }
+    /// Whether the accessor needs the current contents.
+    pub fn needs_data(self) -> bool {
+        matches!(self, Mode::Read | Mode::Write | Mode::ReadWrite)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Read => "read",
+            Mode::Write => "write",
+            Mode::ReadWrite => "read_write",
+            Mode::DiscardWrite => "discard_write",
+            Mode::DiscardReadWrite => "discard_read_write",
+        }
+    }
+}
+
+/// What happens to the user's host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// No host memory: the buffer starts uninitialised.
+    None,
+    /// The runtime uses the memory until release and writes back then.
+    WriteBack,
+    /// The data is copied in at creation; nothing is written back.
+    CopyIn,
+    /// Read-only data, never written, used until release; no write-back.
+    ReadOnly,
+    /// Shared: at release `still_shared` decides whether to write back.
+    Shared,
+}
+
+/// User callbacks for the runtime's host memory.
+pub struct Allocator {
+    pub allocate: unsafe extern "C" fn(usize, usize, *mut c_void) -> *mut c_void,
+    pub deallocate: Option<unsafe extern "C" fn(*mut c_void, usize, *mut c_void)>,
+    pub release: Option<unsafe extern "C" fn(*mut c_void)>,
+    pub user_data: usize,
+}
+
+impl Drop for Allocator {
+    fn drop(&mut self) {
+        if let Some(r) = self.release {
+            // SAFETY: the user's release callback, called once when the
+            // runtime's last use of the allocator is over.
+            unsafe { r(self.user_data as *mut c_void) };
+        }
+    }
+}
+
+/// Callback deciding write-back of shared memory at release.
+pub type StillShared = unsafe extern "C" fn(*mut c_void) -> bool;
+
+const HOST_ALIGN: usize = 4096;
+
+enum HostMem {
+    None,
+    User { ptr: usize, writable: bool },
+    Owned { ptr: usize },
+}
+
+struct DevAlloc {
+    ctx: Arc<Context>,
+    device: &'static Device,
+    ptr: usize,
+    /// A `cl_mem` over the same memory, for rectangular copies, where the
+    /// device honours it (see `views_work`).
+    mem: Option<usize>,
+    /// Queue for copies out of this allocation, made on first need.
+    queue: Option<Arc<Queue>>,
+}
+
+/// State of an active host accessor that commands may have to wait for.
+pub struct HostHold {
+    released: AtomicBool,
+    /// One user event per context that a conflicting command waited on.
+    gates: Mutex<Vec<Arc<Event>>>,
+}
+
+impl HostHold {
+    fn gate(&self, ctx: &Context) -> Result<Arc<Event>> {
+        let mut g = self.gates.lock();
+        if let Some(e) = g.iter().find(|e| e.ctx_id == ctx.id) {
+            return Ok(e.clone());
+        }
+        let e = Event::create_user(ctx)?;
+        if self.released.load(Ordering::Acquire) {
+            e.complete_user(false)?;
+        }
+        g.push(e.clone());
+        Ok(e)
+    }
+
+    fn release(&self) {
+        self.released.store(true, Ordering::Release);
+        for e in self.gates.lock().iter() {
+            let _ = e.complete_user(false);
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Token {
+    Cmd(Arc<Event>),
+    Host(Arc<HostHold>),
+}
+
+/// Bytes moved and copy commands issued, per direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub h2d_bytes: u64,
+    pub d2h_bytes: u64,
+    pub d2d_bytes: u64,
+    pub h2d_copies: u64,
+    pub d2h_copies: u64,
+    pub d2d_copies: u64,
+}
+
+struct State {
+    host: HostMem,
+    /// bits[0] is the host; bits[i] is devs[i - 1].
+    bits: Vec<PageBits>,
+    devs: Vec<DevAlloc>,
+    tracker: Tracker<Token>,
+    stats: Stats,
+}
+
+/// The storage shared by a buffer and its reinterpreted views.
+pub struct Storage {
+    pub id: u64,
+    pub geom: Geometry,
+    allocator: Option<Arc<Allocator>>,
+    state: Mutex<State>,
+}
+
+// SAFETY: raw addresses are stored as integers; the allocator's user data
+// is only handed back to the user's callbacks, which the header documents
+// may run on any thread; everything mutable is behind the mutex.
+unsafe impl Send for Storage {}
+// SAFETY: as above.
+unsafe impl Sync for Storage {}
+// SAFETY: the allocator holds plain function pointers and user data that is
+// only passed back to them.
+unsafe impl Send for Allocator {}
+// SAFETY: as above.
+unsafe impl Sync for Allocator {}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Storage {
+    fn alloc_host(&self, bytes: usize) -> Result<usize> {
+        let p = match &self.allocator {
+            Some(a) => {
+                // SAFETY: the user's allocation callback.
+                unsafe { (a.allocate)(bytes, HOST_ALIGN, a.user_data as *mut c_void) }
+            }
+            None => match std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
+                // SAFETY: non-zero size (buffers are never empty), valid layout.
+                Ok(l) => unsafe { std::alloc::alloc(l) }.cast(),
+                Err(_) => std::ptr::null_mut(),
+            },
+        };
+        if p.is_null() {
+            return Err(Error::new(
+                Status::OutOfHostMemory,
+                format!(
+                    "the {} allocator returned no memory for {bytes} bytes of the buffer's host storage",
+                    if self.allocator.is_some() { "user's" } else { "default" }
+                ),
+            ));
+        }
+        Ok(p as usize)
+    }
+
+    fn free_host(&self, ptr: usize) {
+        let bytes = self.geom.bytes();
+        match &self.allocator {
+            Some(a) => {
+                if let Some(d) = a.deallocate {
+                    // SAFETY: `ptr` came from this allocator with this size.
+                    unsafe { d(ptr as *mut c_void, bytes, a.user_data as *mut c_void) };
+                }
+            }
+            None => {
+                if let Ok(l) = std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
+                    // SAFETY: allocated above with this layout.
+                    unsafe { std::alloc::dealloc(ptr as *mut u8, l) };
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        // Kernels using the storage held a reference to it, so they are done;
+        // copies it tracks (an asynchronous update of the host) may not be.
+        let st = self.state.get_mut();
+        for t in st.tracker.tokens() {
+            if let Token::Cmd(e) = t {
+                let _ = e.wait();
+            }
+        }
+        let devs = std::mem::take(&mut st.devs);
+        let host = std::mem::replace(&mut st.host, HostMem::None);
+        if let Ok(api) = api() {
+            for d in devs {
+                if let Some(m) = d.mem {
+                    // SAFETY: the view was made by clCreateBuffer and is
+                    // released once, before the memory under it is freed.
+                    unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+                }
+                let rec = d.ctx.registry.lock().remove(d.ptr);
+                if let Ok(rec) = rec {
+                    d.ctx.free_raw(api, rec.raw);
+                }
+            }
+        }
+        if let HostMem::Owned { ptr } = host {
+            self.free_host(ptr);
+        }
+    }
+}
+
+/// The owner of a storage on behalf of the user's handles: when the last
+/// view goes, the final write-back happens here.
+pub struct Owner {
+    pub storage: Arc<Storage>,
+    ownership: Ownership,
+    user_ptr: usize,
+    still_shared: Option<(StillShared, usize)>,
+    final_data: Mutex<Option<usize>>,
+    final_set: AtomicBool,
+    write_back: AtomicBool,
+}
+
+// SAFETY: addresses are integers; the shared callback's user data is only
+// passed back to it.
+unsafe impl Send for Owner {}
+// SAFETY: as above.
+unsafe impl Sync for Owner {}
+
+/// A user-visible buffer: an owner and the geometry it is seen with.
+pub struct Buffer {
+    pub owner: Arc<Owner>,
+    pub view: Geometry,
+    pub dims: u32,
+}
+
+/// Creation parameters.
+pub struct BufferDesc {
+    pub elem: usize,
+    pub dims: u32,
+    pub range: [usize; 3],
+    pub page: [usize; 3],
+    pub host_ptr: usize,
+    pub ownership: Ownership,
+    pub still_shared: Option<(StillShared, usize)>,
+    pub allocator: Option<Allocator>,
+}
+
+impl Buffer {
+    pub fn create(d: BufferDesc) -> Result<Buffer> {
+        let range = pages::normalize(d.dims, &d.range, 1)?;
+        // All zero: the default page; otherwise unused leading dimensions
+        // get pages of 1 and a zero entry the default for that dimension.
+        let page = if d.page[..(d.dims as usize).min(3)].iter().all(|&x| x == 0) {
+            [0; 3]
+        } else {
+            pages::normalize(d.dims, &d.page, 1)?
+        };
+        let geom = Geometry::new(d.elem, range, page)?;
+        let needs_ptr = d.ownership != Ownership::None;
+        if needs_ptr && d.host_ptr == 0 {
+            return Err(Error::new(
+                Status::NullArgument,
+                "host_pointer is NULL but the ownership mode needs host memory",
+            ));
+        }
+        if !needs_ptr && d.host_ptr != 0 {
+            return Err(Error::invalid(
+                "host_pointer is given but the ownership mode is SYRAH_HOST_NONE",
+            ));
+        }
+        if d.ownership == Ownership::Shared && d.still_shared.is_none() {
+            return Err(Error::new(
+                Status::NullArgument,
+                "shared host memory needs a still_shared callback",
+            ));
+        }
+        let allocator = d.allocator.map(Arc::new);
+        let storage = Arc::new(Storage {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            geom,
+            allocator,
+            state: Mutex::new(State {
+                host: HostMem::None,
+                bits: vec![pages::new_bits(&geom, false)],
+                devs: Vec::new(),
+                tracker: Tracker::new(),
+                stats: Stats::default(),
+            }),
+        });
+        {
+            let mut st = storage.state.lock();
+            match d.ownership {
+                Ownership::None => {}
+                Ownership::WriteBack | Ownership::Shared => {
+                    st.host = HostMem::User {
+                        ptr: d.host_ptr,
+                        writable: true,
+                    };
+                    st.bits[0].fill(true);
+                }
+                Ownership::ReadOnly => {
+                    st.host = HostMem::User {
+                        ptr: d.host_ptr,
+                        writable: false,
+                    };
+                    st.bits[0].fill(true);
+                }
+                Ownership::CopyIn => {
+                    let p = storage.alloc_host(geom.bytes())?;
+                    // SAFETY: the user's pointer holds the buffer's bytes per
+                    // the contract; `p` is a fresh allocation of that size.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            d.host_ptr as *const u8,
+                            p as *mut u8,
+                            geom.bytes(),
+                        )
+                    };
+                    st.host = HostMem::Owned { ptr: p };
+                    st.bits[0].fill(true);
+                }
+            }
+        }
+        let owner = Arc::new(Owner {
+            storage,
+            ownership: d.ownership,
+            user_ptr: d.host_ptr,
+            still_shared: d.still_shared,
+            final_data: Mutex::new(None),
+            final_set: AtomicBool::new(false),
+            write_back: AtomicBool::new(true),
+        });
+        Ok(Buffer {
+            owner,
+            view: geom,
+            dims: d.dims,
+        })
+    }
+
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.owner.storage
+    }
+
+    /// A view of the same storage with another element size and range.
+    pub fn reinterpret(&self, elem: usize, dims: u32, range: [usize; 3]) -> Result<Buffer> {
+        let r = pages::normalize(dims, &range, 1)?;
+        let view = Geometry::new(elem, r, [0; 3])?;
+        let total = self.owner.storage.geom.bytes();
+        if view.bytes() != total {
+            return Err(Error::invalid(format!(
+                "a reinterpreted view must keep the buffer's {total} bytes; {r:?} elements of {elem} bytes are {} bytes",
+                view.bytes()
+            )));
+        }
+        Ok(Buffer {
+            owner: self.owner.clone(),
+            view,
+            dims,
+        })
+    }
+
+    /// The storage pages an element box of this view touches.
+    pub fn pages_of(&self, offset: [usize; 3], range: [usize; 3]) -> Result<Box3> {
+        self.view.check_elements(offset, range)?;
+        let sg = &self.owner.storage.geom;
+        if self.view == *sg {
+            return Ok(sg.page_box(offset, range));
+        }
+        let start = self.view.byte_offset(offset);
+        let last = [
+            offset[0] + range[0] - 1,
+            offset[1] + range[1] - 1,
+            offset[2] + range[2] - 1,
+        ];
+        let end = self.view.byte_offset(last) + self.view.elem;
+        Ok(sg.page_box_of_bytes(start, end))
+    }
+
+    pub fn set_final_data(&self, ptr: usize) {
+        *self.owner.final_data.lock() = (ptr != 0).then_some(ptr);
+        self.owner.final_set.store(true, Ordering::Release);
+    }
+
+    pub fn set_write_back(&self, on: bool) {
+        self.owner.write_back.store(on, Ordering::Release);
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.owner.storage.state.lock().stats
+    }
+
+    /// The allocation of this buffer on the queue's device (made now if it
+    /// does not exist yet): valid until the buffer is destroyed.
+    pub fn device_pointer(&self, q: &Queue) -> Result<*mut c_void> {
+        let s = &self.owner.storage;
+        let mut st = s.state.lock();
+        let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
+        Ok(st.devs[i - 1].ptr as *mut c_void)
+    }
+}
+
+/// Index (into bits) of the allocation on `device` through `ctx`.
+fn ensure_dev(
+    s: &Storage,
+    st: &mut State,
+    ctx: &Arc<Context>,
+    device: &'static Device,
+) -> Result<usize> {
+    if let Some(i) = st
+        .devs
+        .iter()
+        .position(|d| d.ctx.id == ctx.id && std::ptr::eq(d.device, device))
+    {
+        return Ok(i + 1);
+    }
+    let p = ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0)?;
+    let mem = if views_work(ctx, device) {
+        make_view(ctx, p, s.geom.bytes())
+    } else {
+        None
+    };
+    st.devs.push(DevAlloc {
+        ctx: ctx.clone(),
+        device,
+        ptr: p as usize,
+        mem,
+        queue: None,
+    });
+    st.bits.push(pages::new_bits(&s.geom, false));
+    Ok(st.devs.len())
+}
+
+/// A `cl_mem` using the USM memory at `p` as its storage.
+fn make_view(ctx: &Context, p: *mut c_void, bytes: usize) -> Option<usize> {
+    let api = api().ok()?;
+    let mut err = CL_SUCCESS;
+    // SAFETY: `p` is a live allocation of `bytes` bytes in this context;
+    // with CL_MEM_USE_HOST_PTR the buffer uses that memory as its storage.
+    let m = unsafe {
+        (api.clCreateBuffer)(
+            ctx.cl,
+            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+            bytes,
+            p,
+            &mut err,
+        )
+    };
+    (err == CL_SUCCESS && !m.is_null()).then_some(m as usize)
+}
+
+/// Whether `cl_mem` views over USM device memory of `device` see the same
+/// bytes as the USM pointer (the specification promises it for SVM; some
+/// drivers copy instead). Checked once per device with a small round trip.
+pub fn views_work(ctx: &Arc<Context>, device: &'static Device) -> bool {
+    static CHECKED: Mutex<Vec<(usize, bool)>> = Mutex::new(Vec::new());
+    let key = device as *const Device as usize;
+    if let Some(&(_, ok)) = CHECKED.lock().iter().find(|(k, _)| *k == key) {
+        return ok;
+    }
+    let ok = probe_views(ctx, device).unwrap_or(false);
+    CHECKED.lock().push((key, ok));
+    ok
+}
+
+fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result<bool> {
+    let api = api()?;
+    const BYTES: usize = 256;
+    let p = ctx.usm_alloc(AllocKind::Device, Some(device), BYTES, 0)?;
+    let result = (|| -> Result<bool> {
+        let Some(m) = make_view(ctx, p, BYTES) else {
+            return Ok(false);
+        };
+        let q = Queue::create(ctx.clone(), device, true, false, None)?;
+        let pattern: Vec<u8> = (0..BYTES).map(|i| (i * 7 + 3) as u8).collect();
+        let mut back = vec![0u8; BYTES];
+        // Written through the pointer, read through the view.
+        // SAFETY: `p` holds BYTES bytes; `pattern` outlives the wait below.
+        let ev = unsafe {
+            q.copy_raw(
+                p,
+                pattern.as_ptr().cast(),
+                BYTES,
+                &[],
+                "view check".into(),
+                None,
+            )
+        }?;
+        ev.wait()?;
+        // SAFETY: blocking read of BYTES bytes into `back`.
+        let rc = unsafe {
+            (api.clEnqueueReadBuffer)(
+                q.cl,
+                m as cl_mem,
+                CL_TRUE,
+                0,
+                BYTES,
+                back.as_mut_ptr().cast(),
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        let mut ok = rc == CL_SUCCESS && back == pattern;
+        if ok {
+            // Written through the view, read through the pointer.
+            let rev: Vec<u8> = pattern.iter().rev().copied().collect();
+            let origin = [0usize; 3];
+            let region = [BYTES, 1, 1];
+            // SAFETY: blocking rectangular write of BYTES bytes from `rev`.
+            let rc = unsafe {
+                (api.clEnqueueWriteBufferRect)(
+                    q.cl,
+                    m as cl_mem,
+                    CL_TRUE,
+                    origin.as_ptr(),
+                    origin.as_ptr(),
+                    region.as_ptr(),
+                    BYTES,
+                    BYTES,
+                    BYTES,
+                    BYTES,
+                    rev.as_ptr().cast(),
+                    0,
+                    std::ptr::null(),
+                    std::ptr::null_mut(),
+                )
+            };
+            back.fill(0);
+            // SAFETY: `back` holds BYTES bytes and outlives the wait.
+            let ev = unsafe {
+                q.copy_raw(
+                    back.as_mut_ptr().cast(),
+                    p,
+                    BYTES,
+                    &[],
+                    "view check".into(),
+                    None,
+                )
+            }?;
+            ev.wait()?;
+            ok = rc == CL_SUCCESS && back == rev;
+        }
+        drop(q);
+        // SAFETY: releasing the view made above.
+        unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+        Ok(ok)
+    })();
+    let _ = ctx.usm_free(p);
+    result
+}
+
+fn host_ptr(st: &State) -> Option<usize> {
+    match st.host {
+        HostMem::None => None,
+        HostMem::User { ptr, .. } | HostMem::Owned { ptr } => Some(ptr),
+    }
+}
+
+/// Makes sure host storage exists and, if `write`, may be written.
+fn ensure_host(s: &Storage, st: &mut State, write: bool) -> Result<usize> {
+    match st.host {
+        HostMem::Owned { ptr } => Ok(ptr),
+        HostMem::User { ptr, writable } if writable || !write => Ok(ptr),
+        HostMem::User { ptr, .. } => {
+            // Read-only user data: take a private copy before writing.
+            let p = s.alloc_host(s.geom.bytes())?;
+            // SAFETY: both hold the buffer's bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr as *const u8, p as *mut u8, s.geom.bytes())
+            };
+            st.host = HostMem::Owned { ptr: p };
+            Ok(p)
+        }
+        HostMem::None => {
+            let p = s.alloc_host(s.geom.bytes())?;
+            st.host = HostMem::Owned { ptr: p };
+            Ok(p)
+        }
+    }
+}
+
+fn transfer_queue(st: &mut State, dev_index: usize) -> Result<Arc<Queue>> {
+    let d = &mut st.devs[dev_index - 1];
+    if let Some(q) = &d.queue {
+        return Ok(q.clone());
+    }
+    let q = Queue::create(d.ctx.clone(), d.device, false, false, None)?;
+    d.queue = Some(q.clone());
+    Ok(q)
+}
+
+/// Events (in `ctx`) for the given tokens.
+fn token_events(tokens: &[Token], ctx: &Context) -> Result<Vec<Arc<Event>>> {
+    tokens
+        .iter()
+        .map(|t| match t {
+            Token::Cmd(e) => Ok(e.clone()),
+            Token::Host(h) => h.gate(ctx),
+        })
+        .collect()
+}
+
+fn prune(st: &mut State) {
+    st.tracker.retain(|t| match t {
+        Token::Cmd(e) => !matches!(e.outcome(), Ok(Some(_))),
+        Token::Host(h) => !h.released.load(Ordering::Acquire),
+    });
+}
+
+/// Copies the pages of `want` that are outdated on allocation `target`
+/// (0 = host) from wherever they are current. Copies into a device are
+/// enqueued on `q` (the target's queue); copies to the host go through the
+/// source's transfer queue. Returns the copy events; marks the target's
+/// bits up to date.
+fn fetch(
+    s: &Arc<Storage>,
+    st: &mut State,
+    target: usize,
+    want: &Box3,
+    q: Option<&Queue>,
+) -> Result<Vec<Arc<Event>>> {
+    let g = s.geom;
+    let target_ctx = if target == 0 {
+        None
+    } else {
+        Some(st.devs[target - 1].ctx.id)
+    };
+    let plan = {
+        let refs: Vec<Option<&PageBits>> = st.bits.iter().map(Some).collect();
+        let devs = &st.devs;
+        pages::plan(&g, target, want, &refs, |i| {
+            // Same-context devices first, then the host, then the rest.
+            if i == 0 {
+                1
+            } else if Some(devs[i - 1].ctx.id) == target_ctx {
+                0
+            } else {
+                2
+            }
+        })
+    };
+    let mut events = Vec::new();
+    for t in plan {
+        let elems = g.elements_of(&t.pages);
+        let runs = g.byte_runs(&elems);
+        let deps = token_events_for_copy(st, &t.pages, target, t.src)?;
+        let same_ctx = t.src != 0 && Some(st.devs[t.src - 1].ctx.id) == target_ctx;
+        if target != 0 && t.src != 0 && !same_ctx {
+            // Between contexts: through host storage first.
+            let mut via = fetch_one(s, st, 0, t.src, &t.pages, &runs, &deps, None)?;
+            for e in &via {
+                e.wait()?;
+            }
+            via.clear();
+            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &[], q)?);
+        } else {
+            events.extend(fetch_one(s, st, target, t.src, &t.pages, &runs, &deps, q)?);
+        }
+    }
+    Ok(events)
+}
+
+/// What a copy touching `pages` must wait for: every access to them.
+fn token_events_for_copy(
+    st: &State,
+    pages: &Box3,
+    target: usize,
+    src: usize,
+) -> Result<Vec<Arc<Event>>> {
+    let tokens = st.tracker.overlapping(pages);
+    let ctx_of = |i: usize| {
+        if i == 0 {
+            None
+        } else {
+            Some(st.devs[i - 1].ctx.clone())
+        }
+    };
+    // Host-accessor gates are made in the context of the queue that runs
+    // the copy: the target's, or the source's for copies to the host.
+    let ctx = ctx_of(target).or_else(|| ctx_of(src));
+    match ctx {
+        Some(c) => token_events(&tokens, &c),
+        None => Ok(Vec::new()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fetch_one(
+    s: &Arc<Storage>,
+    st: &mut State,
+    target: usize,
+    src: usize,
+    pages: &Box3,
+    runs: &[(usize, usize)],
+    deps: &[Arc<Event>],
+    q: Option<&Queue>,
+) -> Result<Vec<Arc<Event>>> {
+    let write_host = target == 0;
+    let host = if src == 0 || target == 0 {
+        Some(ensure_host(s, st, write_host)?)
+    } else {
+        None
+    };
+    let base = |i: usize| {
+        if i == 0 {
+            host.unwrap_or(0)
+        } else {
+            st.devs[i - 1].ptr
+        }
+    };
+    let (dst_base, src_base) = (base(target), base(src));
+    let queue = match (target, q) {
+        (0, _) => transfer_queue(st, src)?,
+        (_, Some(q)) => transfer_queue_for_target(st, target, q)?,
+        (_, None) => transfer_queue(st, target)?,
+    };
+    let mut events = Vec::with_capacity(runs.len());
+    let g = s.geom;
+    let elems = g.elements_of(pages);
+    let (src_mem, dst_mem) = (
+        if src == 0 { None } else { st.devs[src - 1].mem },
+        if target == 0 {
+            None
+        } else {
+            st.devs[target - 1].mem
+        },
+    );
+    let rect_ok =
+        runs.len() > 1 && (src == 0 || src_mem.is_some()) && (target == 0 || dst_mem.is_some());
+    let count = |st: &mut State, len: usize| {
+        let (b, c) = match (src, target) {
+            (0, _) => (&mut st.stats.h2d_bytes, &mut st.stats.h2d_copies),
+            (_, 0) => (&mut st.stats.d2h_bytes, &mut st.stats.d2h_copies),
+            _ => (&mut st.stats.d2d_bytes, &mut st.stats.d2d_copies),
+        };
+        *b += len as u64;
+        *c += 1;
+    };
+    if rect_ok {
+        let ext = elems.extent();
+        let origin = [elems.lo[2] * g.elem, elems.lo[1], elems.lo[0]];
+        let region = [ext[2] * g.elem, ext[1], ext[0]];
+        let row = g.range[2] * g.elem;
+        let slice = row * g.range[1];
+        let ev = queue.copy_rect(
+            (dst_mem, dst_base),
+            (src_mem, src_base),
+            origin,
+            region,
+            row,
+            slice,
+            deps,
+        )?;
+        events.push(ev);
+        count(st, region.iter().product());
+    } else {
+        for &(off, len) in runs {
+            // SAFETY: both bases are allocations of the buffer's full size
+            // and the runs lie inside them; the storage outlives the copy
+            // (see Storage's drop).
+            let ev = unsafe {
+                queue.copy_raw(
+                    (dst_base + off) as *mut c_void,
+                    (src_base + off) as *const c_void,
+                    len,
+                    deps,
+                    format!("buffer copy of {len} bytes"),
+                    None,
+                )
+            }?;
+            events.push(ev);
+            count(st, len);
+        }
+    }
+    pages::set_box(&s.geom, &mut st.bits[target], pages, true);
+    Ok(events)
+}
+
+/// The queue to enqueue copies into `target` on: the caller's queue when it
+/// runs on the target's device and context, else the target's own.
+fn transfer_queue_for_target(st: &mut State, target: usize, q: &Queue) -> Result<Arc<Queue>> {
+    let d = &st.devs[target - 1];
+    if d.ctx.id == q.ctx.id && std::ptr::eq(d.device, q.device) {
+        if let Some(me) = q.self_arc() {
+            return Ok(me);
+        }
+    }
+    transfer_queue(st, target)
+}
+
+/// One accessor of a command group.
+pub struct AccessReq<'a> {
+    pub buffer: &'a Buffer,
+    pub mode: Mode,
+    pub offset: [usize; 3],
+    pub range: [usize; 3],
+}
+
+/// Prepared accessor: its pages and the allocation it uses.
+pub struct Prepared {
+    pub storage: Arc<Storage>,
+    pub pages: Box3,
+    pub write: bool,
+    pub alloc: usize,
+    /// Pointer to the accessor's first element on the device.
+    pub ptr: usize,
+}
+
+impl Queue {
+    /// One rectangular copy between a buffer's allocations: device sides
+    /// are `cl_mem` views, the host side is a pointer (`mem` None).
+    #[allow(clippy::too_many_arguments)]
+    fn copy_rect(
+        &self,
+        dst: (Option<usize>, usize),
+        src: (Option<usize>, usize),
+        origin: [usize; 3],
+        region: [usize; 3],
+        row: usize,
+        slice: usize,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        let wl = self.wait_list(deps)?;
+        let wptr = super::queue::ptr_or_null(&wl);
+        let n = wl.len() as cl_uint;
+        let mut ev: cl_event = std::ptr::null_mut();
+        let o = origin.as_ptr();
+        let r = region.as_ptr();
+        // SAFETY: views and host storage cover the buffer's bytes; the
+        // origin and region lie inside them; the wait list is of this
+        // context; the host storage outlives the copy.
+        let rc = unsafe {
+            match (dst.0, src.0) {
+                (Some(d), Some(sm)) => (api.clEnqueueCopyBufferRect)(
+                    self.cl,
+                    sm as cl_mem,
+                    d as cl_mem,
+                    o,
+                    o,
+                    r,
+                    row,
+                    slice,
+                    row,
+                    slice,
+                    n,
+                    wptr,
+                    &mut ev,
+                ),
+                (Some(d), None) => (api.clEnqueueWriteBufferRect)(
+                    self.cl,
+                    d as cl_mem,
+                    CL_FALSE,
+                    o,
+                    o,
+                    r,
+                    row,
+                    slice,
+                    row,
+                    slice,
+                    src.1 as *const c_void,
+                    n,
+                    wptr,
+                    &mut ev,
+                ),
+                (None, Some(sm)) => (api.clEnqueueReadBufferRect)(
+                    self.cl,
+                    sm as cl_mem,
+                    CL_FALSE,
+                    o,
+                    o,
+                    r,
+                    row,
+                    slice,
+                    row,
+                    slice,
+                    dst.1 as *mut c_void,
+                    n,
+                    wptr,
+                    &mut ev,
+                ),
+                (None, None) => CL_INVALID_OPERATION,
+            }
+        };
+        check(rc, "rectangular buffer copy")?;
+        Ok(self.record(
+            ev,
+            format!("buffer copy of {:?} bytes x rows x slices", region),
+            None,
+            deps,
+        ))
+    }
+
+    /// Prepares the accessors of a command group on this queue's device:
+    /// allocations, dependencies and transfers. Returns what the command
+    /// must wait for and the per-accessor results; `commit` records it.
+    pub fn prepare_accesses(
+        &self,
+        reqs: &[AccessReq<'_>],
+    ) -> Result<(Vec<Arc<Event>>, Vec<Prepared>)> {
+        let mut waits = Vec::new();
+        let mut prepared = Vec::with_capacity(reqs.len());
+        // Storages are locked one at a time in id order; each accessor's
+        // work is done under its storage's lock.
+        let mut order: Vec<usize> = (0..reqs.len()).collect();
+        order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
+        let mut slots: Vec<Option<Prepared>> = (0..reqs.len()).map(|_| None).collect();
+        for i in order {
+            let r = &reqs[i];
+            let s = r.buffer.owner.storage.clone();
+            let pages = r.buffer.pages_of(r.offset, r.range)?;
+            let mut st = s.state.lock();
+            prune(&mut st);
+            let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
+            let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
+            waits.extend(token_events(&conflicts, &self.ctx)?);
+            if r.mode.needs_data() {
+                waits.extend(fetch(&s, &mut st, alloc, &pages, Some(self))?);
+            }
+            let ptr = st.devs[alloc - 1].ptr + r.buffer.view.byte_offset(r.offset);
+            drop(st);
+            slots[i] = Some(Prepared {
+                storage: s,
+                pages,
+                write: r.mode.writes(),
+                alloc,
+                ptr,
+            });
+        }
+        for p in slots.into_iter().flatten() {
+            prepared.push(p);
+        }
+        Ok((waits, prepared))
+    }
+
+    /// Records a command that used prepared accessors.
+    pub fn commit_accesses(&self, prepared: &[Prepared], ev: &Arc<Event>) {
+        for p in prepared {
+            let mut st = p.storage.state.lock();
+            st.tracker.record(p.pages, p.write, Token::Cmd(ev.clone()));
+            if p.write {
+                let g = p.storage.geom;
+                for (i, b) in st.bits.iter_mut().enumerate() {
+                    pages::set_box(&g, b, &p.pages, i == p.alloc);
+                }
+            }
+        }
+    }
+}
+
+/// An active host accessor.
+pub struct HostAccessor {
+    storage: Arc<Storage>,
+    hold: Arc<HostHold>,
+    pub ptr: usize,
+}
+
+impl Drop for HostAccessor {
+    fn drop(&mut self) {
+        self.hold.release();
+        let mut st = self.storage.state.lock();
+        prune(&mut st);
+    }
+}
+
+impl Buffer {
+    /// Maps a range of the buffer on the host; returns once the data is
+    /// current there. Conflicting commands submitted later wait until the
+    /// accessor is released.
+    pub fn host_access(
+        &self,
+        mode: Mode,
+        offset: [usize; 3],
+        range: [usize; 3],
+    ) -> Result<HostAccessor> {
+        let s = self.owner.storage.clone();
+        let pages = self.pages_of(offset, range)?;
+        let mut st = s.state.lock();
+        prune(&mut st);
+        let conflicts = st.tracker.conflicts(&pages, mode.writes());
+        for t in &conflicts {
+            match t {
+                Token::Cmd(e) => e.wait()?,
+                Token::Host(h) if !h.released.load(Ordering::Acquire) => {
+                    return Err(Error::invalid(format!(
+                        "a {} host accessor conflicts with another host accessor of this buffer that is \
+                         still held; release it first",
+                        mode.name()
+                    )))
+                }
+                Token::Host(_) => {}
+            }
+        }
+        let host = ensure_host(&s, &mut st, mode.writes())?;
+        if mode.needs_data() {
+            let evs = fetch(&s, &mut st, 0, &pages, None)?;
+            for e in evs {
+                e.wait()?;
+            }
+        }
+        let hold = Arc::new(HostHold {
+            released: AtomicBool::new(false),
+            gates: Mutex::new(Vec::new()),
+        });
+        st.tracker
+            .record(pages, mode.writes(), Token::Host(hold.clone()));
+        if mode.writes() {
+            let g = s.geom;
+            for (i, b) in st.bits.iter_mut().enumerate() {
+                pages::set_box(&g, b, &pages, i == 0);
+            }
+        }
+        let ptr = host + self.view.byte_offset(offset);
+        drop(st);
+        Ok(HostAccessor {
+            storage: s,
+            hold,
+            ptr,
+        })
+    }
+
+    /// Starts bringing every page home to the host; returns when the copies
+    /// are enqueued, with the events to wait for.
+    pub fn update_host(&self) -> Result<Vec<Arc<Event>>> {
+        let s = self.owner.storage.clone();
+        let mut st = s.state.lock();
+        prune(&mut st);
+        ensure_host(&s, &mut st, true)?;
+        let all = s.geom.all_pages();
+        let evs = fetch(&s, &mut st, 0, &all, None)?;
+        for e in &evs {
+            st.tracker.record(all, false, Token::Cmd(e.clone()));
+        }
+        Ok(evs)
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let dest = if !self.write_back.load(Ordering::Acquire) {
+            None
+        } else if self.final_set.load(Ordering::Acquire) {
+            *self.final_data.get_mut()
+        } else {
+            match self.ownership {
+                Ownership::WriteBack => Some(self.user_ptr),
+                Ownership::Shared => match self.still_shared {
+                    // SAFETY: the user's callback with its user data.
+                    Some((f, ud)) if unsafe { f(ud as *mut c_void) } => Some(self.user_ptr),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let Some(dest) = dest else { return };
+        let s = self.storage.clone();
+        let mut st = s.state.lock();
+        // Wait for every writer, then bring the pages home.
+        for t in st.tracker.tokens() {
+            if let Token::Cmd(e) = t {
+                let _ = e.wait();
+            }
+        }
+        let g = s.geom;
+        let all = g.all_pages();
+        let host = match fetch(&s, &mut st, 0, &all, None) {
+            Ok(evs) => {
+                for e in evs {
+                    let _ = e.wait();
+                }
+                host_ptr(&st)
+            }
+            Err(e) => {
+                eprintln!(
+                    "syrah: writing the buffer back at release failed: {}",
+                    e.message
+                );
+                None
+            }
+        };
+        let Some(h) = host else { return };
+        if h == dest {
+            return;
+        }
+        // Copy the pages that hold data; pages never written anywhere leave
+        // the destination untouched.
+        let n = g.pages();
+        for z in 0..n[0] {
+            for y in 0..n[1] {
+                for x in 0..n[2] {
+                    if !st.bits[0][g.linear([z, y, x])] {
+                        continue;
+                    }
+                    let pb = Box3::new([z, y, x], [z + 1, y + 1, x + 1]);
+                    for (off, len) in g.byte_runs(&g.elements_of(&pb)) {
+                        // SAFETY: both hold the buffer's bytes: the host
+                        // storage and the destination the user named.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                (h + off) as *const u8,
+                                (dest + off) as *mut u8,
+                                len,
+                            )
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
