@@ -14,6 +14,18 @@ static int t_checks = 0;
 static int t_failures = 0;
 static int t_skips = 0;
 static const char *t_device = "";
+static int t_tracing = -1;
+
+/* With SYRAH_TEST_TRACE set, every check prints its line first, so a hang
+ * shows where it is. */
+#define T_TRACE()                                                        \
+  do {                                                                   \
+    if (t_tracing < 0) t_tracing = getenv("SYRAH_TEST_TRACE") != NULL;   \
+    if (t_tracing) {                                                     \
+      printf("trace %s:%d\n", __FILE__, __LINE__);                        \
+      fflush(stdout);                                                    \
+    }                                                                    \
+  } while (0)
 
 #define T_FAIL(...)                                                     \
   do {                                                                  \
@@ -25,7 +37,8 @@ static const char *t_device = "";
 
 /* The call must succeed. */
 #define EXPECT_OK(call)                                                               \
-  do {                                                                                \
+  do {                                                                                  \
+    T_TRACE();                                                                                \
     syrah_status t_s_ = (call);                                                       \
     ++t_checks;                                                                       \
     if (t_s_ != SYRAH_SUCCESS)                                                        \
@@ -35,6 +48,7 @@ static const char *t_device = "";
 /* The call must fail with `expected` and a message containing `needle`. */
 #define EXPECT_ERR(call, expected, needle)                                              \
   do {                                                                                  \
+    T_TRACE();                                                                                  \
     syrah_status t_s_ = (call);                                                         \
     ++t_checks;                                                                         \
     if (t_s_ != (expected))                                                             \
@@ -59,7 +73,8 @@ static const char *t_device = "";
 
 /* Stops the test on failure of a call later steps depend on. */
 #define REQUIRE_OK(call)                                                            \
-  do {                                                                              \
+  do {                                                                                  \
+    T_TRACE();                                                                              \
     syrah_status t_s_ = (call);                                                     \
     ++t_checks;                                                                     \
     if (t_s_ != SYRAH_SUCCESS) {                                                    \

@@ -50,6 +50,11 @@
 #define SYRAH_EXT_LOCAL_MEMORY 1
 
 /*
+ Lanes an out-of-order queue spreads independent work over.
+ */
+#define LANES 4
+
+/*
  A user-visible buffer: an owner and the geometry it is seen with.
  */
 typedef struct syrah_buffer syrah_buffer;

@@ -535,7 +535,7 @@ fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result<bool> {
         // SAFETY: blocking read of BYTES bytes into `back`.
         let rc = unsafe {
             (api.clEnqueueReadBuffer)(
-                q.cl,
+                q.sync_cl(),
                 m as cl_mem,
                 CL_TRUE,
                 0,
@@ -555,7 +555,7 @@ fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result<bool> {
             // SAFETY: blocking rectangular write of BYTES bytes from `rev`.
             let rc = unsafe {
                 (api.clEnqueueWriteBufferRect)(
-                    q.cl,
+                    q.sync_cl(),
                     m as cl_mem,
                     CL_TRUE,
                     origin.as_ptr(),
@@ -867,74 +867,69 @@ impl Queue {
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
         let api = api()?;
-        let wl = self.wait_list(deps)?;
-        let wptr = super::queue::ptr_or_null(&wl);
-        let n = wl.len() as cl_uint;
-        let mut ev: cl_event = std::ptr::null_mut();
-        let o = origin.as_ptr();
-        let r = region.as_ptr();
-        // SAFETY: views and host storage cover the buffer's bytes; the
-        // origin and region lie inside them; the wait list is of this
-        // context; the host storage outlives the copy.
-        let rc = unsafe {
-            match (dst.0, src.0) {
-                (Some(d), Some(sm)) => (api.clEnqueueCopyBufferRect)(
-                    self.cl,
-                    sm as cl_mem,
-                    d as cl_mem,
-                    o,
-                    o,
-                    r,
-                    row,
-                    slice,
-                    row,
-                    slice,
-                    n,
-                    wptr,
-                    &mut ev,
-                ),
-                (Some(d), None) => (api.clEnqueueWriteBufferRect)(
-                    self.cl,
-                    d as cl_mem,
-                    CL_FALSE,
-                    o,
-                    o,
-                    r,
-                    row,
-                    slice,
-                    row,
-                    slice,
-                    src.1 as *const c_void,
-                    n,
-                    wptr,
-                    &mut ev,
-                ),
-                (None, Some(sm)) => (api.clEnqueueReadBufferRect)(
-                    self.cl,
-                    sm as cl_mem,
-                    CL_FALSE,
-                    o,
-                    o,
-                    r,
-                    row,
-                    slice,
-                    row,
-                    slice,
-                    dst.1 as *mut c_void,
-                    n,
-                    wptr,
-                    &mut ev,
-                ),
-                (None, None) => CL_INVALID_OPERATION,
-            }
-        };
-        check(rc, "rectangular buffer copy")?;
-        Ok(self.record(
-            ev,
-            format!("buffer copy of {:?} bytes x rows x slices", region),
-            None,
-            deps,
-        ))
+        let what = format!("buffer copy of {region:?} bytes x rows x slices");
+        self.submit(deps, what, None, |q, wl, ev| {
+            let wptr = super::queue::ptr_or_null(wl);
+            let n = wl.len() as cl_uint;
+            let o = origin.as_ptr();
+            let r = region.as_ptr();
+            // SAFETY: views and host storage cover the buffer's bytes; the
+            // origin and region lie inside them; the wait list is of this
+            // context; the host storage outlives the copy.
+            let rc = unsafe {
+                match (dst.0, src.0) {
+                    (Some(d), Some(sm)) => (api.clEnqueueCopyBufferRect)(
+                        q,
+                        sm as cl_mem,
+                        d as cl_mem,
+                        o,
+                        o,
+                        r,
+                        row,
+                        slice,
+                        row,
+                        slice,
+                        n,
+                        wptr,
+                        ev,
+                    ),
+                    (Some(d), None) => (api.clEnqueueWriteBufferRect)(
+                        q,
+                        d as cl_mem,
+                        CL_FALSE,
+                        o,
+                        o,
+                        r,
+                        row,
+                        slice,
+                        row,
+                        slice,
+                        src.1 as *const c_void,
+                        n,
+                        wptr,
+                        ev,
+                    ),
+                    (None, Some(sm)) => (api.clEnqueueReadBufferRect)(
+                        q,
+                        sm as cl_mem,
+                        CL_FALSE,
+                        o,
+                        o,
+                        r,
+                        row,
+                        slice,
+                        row,
+                        slice,
+                        dst.1 as *mut c_void,
+                        n,
+                        wptr,
+                        ev,
+                    ),
+                    (None, None) => CL_INVALID_OPERATION,
+                }
+            };
+            check(rc, "rectangular buffer copy")
+        })
     }
 
     /// Prepares the accessors of a command group on this queue's device:

@@ -36,6 +36,9 @@ pub struct Event {
     failure: Mutex<Option<Error>>,
     /// For user events: set once completed by hand.
     user_done: AtomicBool,
+    /// Enqueued behind something that may not finish soon (an unfinished
+    /// user event, or a command itself gated).
+    gated: AtomicBool,
 }
 
 const OUTCOME_OK: u8 = 1;
@@ -74,6 +77,7 @@ impl Event {
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
+            gated: AtomicBool::new(false),
         })
     }
 
@@ -146,6 +150,7 @@ impl Event {
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
+            gated: AtomicBool::new(false),
         }))
     }
 
@@ -176,6 +181,27 @@ impl Event {
             return Err(Error::invalid("the user event was already completed"));
         }
         check(rc, "clSetUserEventStatus")
+    }
+
+    pub fn set_gated(&self, on: bool) {
+        self.gated.store(on, Ordering::Release);
+    }
+
+    /// True once the command finished (or failed), without blocking.
+    pub fn is_done(&self) -> bool {
+        if self.outcome.load(Ordering::Acquire) != 0 {
+            return true;
+        }
+        if self.user {
+            return self.user_done.load(Ordering::Acquire);
+        }
+        self.raw_status().map_or(true, |s| s <= CL_COMPLETE)
+    }
+
+    /// Whether waiting on this event may take indefinitely long: an
+    /// unfinished user event, or an unfinished command that waits on one.
+    pub fn blocks(&self) -> bool {
+        (self.user || self.gated.load(Ordering::Acquire)) && !self.is_done()
     }
 
     /// The raw OpenCL execution status.

@@ -122,7 +122,6 @@ impl Queue {
         if range.is_empty() {
             return self.marker(deps, &what);
         }
-        let wl = self.wait_list(deps)?;
         let intel = self
             .ctx
             .platform
@@ -130,9 +129,8 @@ impl Queue {
             .as_ref()
             .filter(|_| self.ctx.strategy == UsmStrategy::IntelUsm);
         let dims = range.dims as usize;
-        let mut ev: cl_event = std::ptr::null_mut();
+        let _guard = kernel.lock.lock();
         {
-            let _guard = kernel.lock.lock();
             for (i, a) in args.iter().enumerate() {
                 let idx = i as cl_uint;
                 let rc = match a {
@@ -174,20 +172,23 @@ impl Queue {
                     ));
                 }
             }
-            let local = range.local;
-            // SAFETY: arguments are set; the size arrays have `dims` entries;
-            // the wait list holds events of this context.
+        }
+        let local = range.local;
+        self.submit(deps, what, keep, |q, wl, ev| {
+            // SAFETY: arguments are set under the kernel's lock, still held;
+            // the size arrays have `dims` entries; the wait list holds events
+            // of this context.
             let rc = unsafe {
                 (api.clEnqueueNDRangeKernel)(
-                    self.cl,
+                    q,
                     kernel.cl,
                     dims as cl_uint,
                     range.offset.as_ptr(),
                     range.global.as_ptr(),
                     local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr()),
                     wl.len() as cl_uint,
-                    ptr_or_null(&wl),
-                    &mut ev,
+                    ptr_or_null(wl),
+                    ev,
                 )
             };
             if rc != CL_SUCCESS {
@@ -200,7 +201,7 @@ impl Queue {
                 }
                 return Err(e);
             }
-        }
-        Ok(self.record(ev, what, keep, deps))
+            Ok(())
+        })
     }
 }

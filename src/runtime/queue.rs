@@ -1,4 +1,13 @@
 //! Queues: submission, dependencies, and asynchronous error delivery.
+//!
+//! A queue runs its commands on one or more in-order OpenCL queues
+//! ("lanes") of its device. An in-order Syrah queue has one lane. An
+//! out-of-order one spreads independent commands over up to
+//! [`LANES`] lanes, so they can overlap on any driver, puts a command that
+//! depends on the last command of a lane behind it on that lane (no event
+//! wait needed), and keeps commands held back by an unfinished user event
+//! (a host accessor's gate) away from lanes that independent work uses:
+//! some drivers stall every later command of a queue behind such a wait.
 
 use super::context::Context;
 use super::event::Event;
@@ -30,10 +39,30 @@ struct Inflight {
     scan_at: usize,
 }
 
+struct Lane {
+    cl: cl_command_queue,
+    tail: Option<Arc<Event>>,
+    /// The tail waits on something that may not finish soon.
+    gated: bool,
+}
+
+struct Lanes {
+    list: Vec<Lane>,
+    next: usize,
+    /// The last barrier: later commands wait for it.
+    barrier: Option<Arc<Event>>,
+}
+
+/// Lanes an out-of-order queue spreads independent work over.
+pub const LANES: usize = 4;
+/// Lanes at most, counting those opened to keep gated work apart.
+const MAX_LANES: usize = 16;
+
 pub struct Queue {
     pub ctx: Arc<Context>,
     pub device: &'static Device,
-    pub cl: cl_command_queue,
+    lanes: Mutex<Lanes>,
+    props: cl_command_queue_properties,
     pub in_order: bool,
     pub profiling: bool,
     handler: Option<(AsyncHandler, usize)>,
@@ -59,7 +88,6 @@ impl Queue {
         profiling: bool,
         handler: Option<(AsyncHandler, usize)>,
     ) -> Result<Arc<Queue>> {
-        let api = api()?;
         ctx.require_device(device)?;
         if profiling && !device.profiling {
             return Err(Error::new(
@@ -68,30 +96,23 @@ impl Queue {
             ));
         }
         let mut props: cl_command_queue_properties = 0;
-        if !in_order && device.out_of_order {
-            props |= CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE;
-        }
         if profiling {
             props |= CL_QUEUE_PROFILING_ENABLE;
         }
-        let mut err = CL_SUCCESS;
-        let cl = match api.clCreateCommandQueueWithProperties {
-            Some(f) => {
-                let list: [cl_queue_properties; 3] = [CL_QUEUE_PROPERTIES, props, 0];
-                // SAFETY: live context and one of its devices; the property
-                // list is zero-terminated.
-                unsafe { f(ctx.cl, device.id, list.as_ptr(), &mut err) }
-            }
-            // SAFETY: as above, through the OpenCL 1.x entry point.
-            None => unsafe { (api.clCreateCommandQueue)(ctx.cl, device.id, props, &mut err) },
-        };
-        if cl.is_null() || err != CL_SUCCESS {
-            return Err(Error::opencl(err, "clCreateCommandQueueWithProperties"));
-        }
+        let first = open_lane(&ctx, device, props)?;
         let q = Arc::new_cyclic(|me| Queue {
             ctx: ctx.clone(),
             device,
-            cl,
+            lanes: Mutex::new(Lanes {
+                list: vec![Lane {
+                    cl: first,
+                    tail: None,
+                    gated: false,
+                }],
+                next: 0,
+                barrier: None,
+            }),
+            props,
             in_order,
             profiling,
             handler,
@@ -127,27 +148,107 @@ impl Queue {
         Ok(out)
     }
 
-    /// Tracks a just-enqueued command and returns its event.
-    pub fn record(
+    /// An OpenCL queue of this queue's device for blocking helper calls.
+    pub fn sync_cl(&self) -> cl_command_queue {
+        self.lanes.lock().list[0].cl
+    }
+
+    /// Picks the lane for a command with dependencies `deps`.
+    fn pick_lane(&self, lanes: &mut Lanes, deps: &[Arc<Event>], blocking: bool) -> Result<usize> {
+        if self.in_order {
+            return Ok(0);
+        }
+        // Behind a dependency that is the last command of a lane.
+        if let Some(i) = lanes.list.iter().position(|l| {
+            l.tail
+                .as_ref()
+                .is_some_and(|t| deps.iter().any(|d| Arc::ptr_eq(d, t)))
+        }) {
+            return Ok(i);
+        }
+        let usable = |l: &Lane| !l.gated || l.tail.as_ref().is_none_or(|t| t.is_done());
+        let n = lanes.list.len();
+        // An idle lane first, then the next usable one in turn.
+        if let Some(i) = (0..n).find(|&i| lanes.list[i].tail.as_ref().is_none_or(|t| t.is_done())) {
+            if n >= LANES || i > 0 || blocking {
+                lanes.next = i + 1;
+                return Ok(i);
+            }
+        }
+        if n < LANES
+            || (blocking && n < MAX_LANES)
+            || !(0..n).any(|i| usable(&lanes.list[i])) && n < MAX_LANES
+        {
+            let cl = open_lane(&self.ctx, self.device, self.props)?;
+            lanes.list.push(Lane {
+                cl,
+                tail: None,
+                gated: false,
+            });
+            return Ok(n);
+        }
+        for k in 0..n {
+            let i = (lanes.next + k) % n;
+            if usable(&lanes.list[i]) {
+                lanes.next = i + 1;
+                return Ok(i);
+            }
+        }
+        lanes.next += 1;
+        Ok(lanes.next % n)
+    }
+
+    /// Enqueues one command: chooses a lane, builds the wait list (leaving
+    /// out a dependency the lane's order already covers), lets `enqueue`
+    /// issue the OpenCL call on that lane, and tracks the new event.
+    pub fn submit(
         &self,
-        cl: cl_event,
+        deps: &[Arc<Event>],
         what: String,
         keep: Option<Box<dyn Any + Send>>,
-        deps: &[Arc<Event>],
-    ) -> Arc<Event> {
-        let ev = Event::new(cl, self.ctx.id, what, self.profiling, deps.to_vec());
-        if let Ok(api) = api() {
-            // SAFETY: flushing a live queue so the command starts even if
-            // nobody waits on it.
-            unsafe { (api.clFlush)(self.cl) };
+        enqueue: impl FnOnce(cl_command_queue, &[cl_event], &mut cl_event) -> Result<()>,
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        let mut lanes = self.lanes.lock();
+        let mut all: Vec<Arc<Event>> = deps.to_vec();
+        if let Some(b) = &lanes.barrier {
+            if b.is_done() {
+                lanes.barrier = None;
+            } else {
+                all.push(b.clone());
+            }
         }
+        let blocking = all.iter().any(|d| d.blocks());
+        let i = self.pick_lane(&mut lanes, &all, blocking)?;
+        let tail = lanes.list[i].tail.clone();
+        let needed: Vec<Arc<Event>> = all
+            .iter()
+            .filter(|d| !tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d)))
+            .cloned()
+            .collect();
+        let wl = self.wait_list(&needed)?;
+        let mut cl: cl_event = std::ptr::null_mut();
+        enqueue(lanes.list[i].cl, &wl, &mut cl)?;
+        let ev = Event::new(cl, self.ctx.id, what, self.profiling, all);
+        ev.set_gated(blocking);
+        let lane = &mut lanes.list[i];
+        lane.tail = Some(ev.clone());
+        lane.gated = blocking;
+        // SAFETY: flushing a live queue so the command starts even if
+        // nobody waits on it.
+        unsafe { (api.clFlush)(lane.cl) };
+        drop(lanes);
+        self.track(ev.clone(), keep);
+        Ok(ev)
+    }
+
+    fn track(&self, ev: Arc<Event>, keep: Option<Box<dyn Any + Send>>) {
         let mut inf = self.inflight.lock();
         inf.entries.push_back(Entry {
-            event: ev.clone(),
+            event: ev,
             _keep: keep,
         });
         self.prune(&mut inf);
-        ev
     }
 
     /// Drops completed commands from the front and, when the list has
@@ -278,46 +379,65 @@ impl Queue {
         Err(first)
     }
 
-    /// Enqueues a marker that completes when `deps` (or, on an in-order
-    /// queue, everything before it) have completed.
+    /// Enqueues a marker that completes when `deps` have completed.
     pub fn marker(&self, deps: &[Arc<Event>], what: &str) -> Result<Arc<Event>> {
         let api = api()?;
-        let wl = self.wait_list(deps)?;
-        let mut ev: cl_event = std::ptr::null_mut();
-        check(
-            // SAFETY: live queue; `wl` holds valid events of this context.
-            unsafe {
-                (api.clEnqueueMarkerWithWaitList)(
-                    self.cl,
-                    wl.len() as cl_uint,
-                    ptr_or_null(&wl),
-                    &mut ev,
-                )
-            },
-            "clEnqueueMarkerWithWaitList",
-        )?;
-        Ok(self.record(ev, what.to_string(), None, deps))
+        self.submit(deps, what.to_string(), None, |q, wl, ev| {
+            check(
+                // SAFETY: live queue; `wl` holds valid events of this context.
+                unsafe {
+                    (api.clEnqueueMarkerWithWaitList)(q, wl.len() as cl_uint, ptr_or_null(wl), ev)
+                },
+                "clEnqueueMarkerWithWaitList",
+            )
+        })
     }
 
-    /// Enqueues a barrier: later commands wait for it.
+    /// Enqueues a barrier after `deps`, or after every command so far when
+    /// there are none; later commands of the queue wait for it.
     pub fn barrier(&self, deps: &[Arc<Event>]) -> Result<Arc<Event>> {
         let api = api()?;
-        let wl = self.wait_list(deps)?;
-        let mut ev: cl_event = std::ptr::null_mut();
-        check(
-            // SAFETY: live queue; `wl` holds valid events of this context.
-            unsafe {
-                (api.clEnqueueBarrierWithWaitList)(
-                    self.cl,
-                    wl.len() as cl_uint,
-                    ptr_or_null(&wl),
-                    &mut ev,
-                )
-            },
-            "clEnqueueBarrierWithWaitList",
-        )?;
-        Ok(self.record(ev, "barrier".into(), None, deps))
+        let mut all: Vec<Arc<Event>> = deps.to_vec();
+        if all.is_empty() {
+            let lanes = self.lanes.lock();
+            all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
+        }
+        let ev = self.submit(&all, "barrier".into(), None, |q, wl, ev| {
+            check(
+                // SAFETY: live queue; `wl` holds valid events of this context.
+                unsafe {
+                    (api.clEnqueueMarkerWithWaitList)(q, wl.len() as cl_uint, ptr_or_null(wl), ev)
+                },
+                "clEnqueueMarkerWithWaitList",
+            )
+        })?;
+        self.lanes.lock().barrier = Some(ev.clone());
+        Ok(ev)
     }
+}
+
+/// An in-order OpenCL queue on `device`.
+fn open_lane(
+    ctx: &Context,
+    device: &Device,
+    props: cl_command_queue_properties,
+) -> Result<cl_command_queue> {
+    let api = api()?;
+    let mut err = CL_SUCCESS;
+    let cl = match api.clCreateCommandQueueWithProperties {
+        Some(f) => {
+            let list: [cl_queue_properties; 3] = [CL_QUEUE_PROPERTIES, props, 0];
+            // SAFETY: live context and one of its devices; the property
+            // list is zero-terminated.
+            unsafe { f(ctx.cl, device.id, list.as_ptr(), &mut err) }
+        }
+        // SAFETY: as above, through the OpenCL 1.x entry point.
+        None => unsafe { (api.clCreateCommandQueue)(ctx.cl, device.id, props, &mut err) },
+    };
+    if cl.is_null() || err != CL_SUCCESS {
+        return Err(Error::opencl(err, "clCreateCommandQueueWithProperties"));
+    }
+    Ok(cl)
 }
 
 impl Drop for Queue {
@@ -367,8 +487,10 @@ impl Drop for Queue {
                 ),
             }
         }
-        // SAFETY: this Queue owns its one reference.
-        unsafe { (api.clReleaseCommandQueue)(self.cl) };
+        for lane in self.lanes.get_mut().list.drain(..) {
+            // SAFETY: this Queue owns one reference to each lane.
+            unsafe { (api.clReleaseCommandQueue)(lane.cl) };
+        }
     }
 }
 

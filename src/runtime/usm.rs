@@ -311,27 +311,29 @@ impl Queue {
         Ok(())
     }
 
-    fn enqueue_copy(
+    /// Issues one USM copy on lane `q`.
+    fn copy_cmd(
         &self,
+        q: cl_command_queue,
         dst: *mut c_void,
         src: *const c_void,
         size: usize,
         wl: &[cl_event],
-    ) -> Result<cl_event> {
+        ev: &mut cl_event,
+    ) -> Result<()> {
         let api = api()?;
-        let mut ev: cl_event = std::ptr::null_mut();
         let rc = match self.intel() {
             // SAFETY: validated pointers and size; wait list of this context.
             Some(f) => unsafe {
                 (f.clEnqueueMemcpyINTEL)(
-                    self.cl,
+                    q,
                     CL_FALSE,
                     dst,
                     src,
                     size,
                     wl.len() as cl_uint,
                     ptr_or_null(wl),
-                    &mut ev,
+                    ev,
                 )
             },
             None => {
@@ -341,20 +343,19 @@ impl Queue {
                 // SAFETY: as above.
                 unsafe {
                     f(
-                        self.cl,
+                        q,
                         CL_FALSE,
                         dst,
                         src,
                         size,
                         wl.len() as cl_uint,
                         ptr_or_null(wl),
-                        &mut ev,
+                        ev,
                     )
                 }
             }
         };
-        check(rc, "USM memcpy")?;
-        Ok(ev)
+        check(rc, "USM memcpy")
     }
 
     fn intel(&self) -> Option<&'static crate::opencl::intel::IntelUsm> {
@@ -394,9 +395,12 @@ impl Queue {
         }
         self.check_copy_operand(dst, size, "memcpy destination")?;
         self.check_copy_operand(src, size, "memcpy source")?;
-        let wl = self.wait_list(deps)?;
-        let ev = self.enqueue_copy(dst, src, size, &wl)?;
-        Ok(self.record(ev, format!("memcpy of {size} bytes"), None, deps))
+        self.submit(
+            deps,
+            format!("memcpy of {size} bytes"),
+            None,
+            |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
+        )
     }
 
     /// A copy between trusted pointers (buffer allocations and their host
@@ -413,9 +417,9 @@ impl Queue {
         what: String,
         keep: Option<Box<dyn std::any::Any + Send>>,
     ) -> Result<Arc<Event>> {
-        let wl = self.wait_list(deps)?;
-        let ev = self.enqueue_copy(dst, src, size, &wl)?;
-        Ok(self.record(ev, what, keep, deps))
+        self.submit(deps, what, keep, |q, wl, ev| {
+            self.copy_cmd(q, dst, src, size, wl, ev)
+        })
     }
 
     /// Fills `size` bytes at `dst` with `pattern` repeated.
@@ -441,23 +445,21 @@ impl Queue {
         }
         self.check_usm_range(dst, size, "fill destination")?;
         let api = api()?;
-        let wl = self.wait_list(deps)?;
         match plan {
             FillPlan::Empty => self.marker(deps, &what),
-            FillPlan::Native => {
-                let mut ev: cl_event = std::ptr::null_mut();
+            FillPlan::Native => self.submit(deps, what, None, |q, wl, ev| {
                 let rc = match self.intel() {
                     // SAFETY: validated range; OpenCL copies the pattern.
                     Some(f) => unsafe {
                         (f.clEnqueueMemFillINTEL)(
-                            self.cl,
+                            q,
                             dst,
                             pattern.as_ptr().cast(),
                             pattern.len(),
                             size,
                             wl.len() as cl_uint,
-                            ptr_or_null(&wl),
-                            &mut ev,
+                            ptr_or_null(wl),
+                            ev,
                         )
                     },
                     None => {
@@ -467,36 +469,43 @@ impl Queue {
                         // SAFETY: as above.
                         unsafe {
                             f(
-                                self.cl,
+                                q,
                                 dst,
                                 pattern.as_ptr().cast(),
                                 pattern.len(),
                                 size,
                                 wl.len() as cl_uint,
-                                ptr_or_null(&wl),
-                                &mut ev,
+                                ptr_or_null(wl),
+                                ev,
                             )
                         }
                     }
                 };
-                check(rc, "USM fill")?;
-                Ok(self.record(ev, what, None, deps))
-            }
+                check(rc, "USM fill")
+            }),
             FillPlan::Staged { seed, copies } => {
                 let seed = seed.into_boxed_slice();
                 let base = dst as usize;
-                let first = self.enqueue_copy(dst, seed.as_ptr().cast(), seed.len(), &wl)?;
+                let (sp, sl) = (seed.as_ptr(), seed.len());
                 // The seed stays alive with the first copy's tracking entry.
-                let mut prev =
-                    self.record(first, format!("{what} (seed)"), Some(Box::new(seed)), deps);
+                let mut prev = self.submit(
+                    deps,
+                    format!("{what} (seed)"),
+                    Some(Box::new(seed)),
+                    |q, wl, ev| self.copy_cmd(q, dst, sp.cast(), sl, wl, ev),
+                )?;
                 for c in copies {
-                    let ev = self.enqueue_copy(
-                        (base + c.dst) as *mut c_void,
-                        (base + c.src) as *const c_void,
-                        c.len,
-                        &[prev.cl],
-                    )?;
-                    prev = self.record(ev, what.clone(), None, std::slice::from_ref(&prev));
+                    let d = std::slice::from_ref(&prev);
+                    prev = self.submit(d, what.clone(), None, |q, wl, ev| {
+                        self.copy_cmd(
+                            q,
+                            (base + c.dst) as *mut c_void,
+                            (base + c.src) as *const c_void,
+                            c.len,
+                            wl,
+                            ev,
+                        )
+                    })?;
                 }
                 Ok(prev)
             }
@@ -525,47 +534,49 @@ impl Queue {
             return self.marker(deps, "prefetch (nothing to migrate)");
         }
         let api = api()?;
-        let wl = self.wait_list(deps)?;
-        let mut ev: cl_event = std::ptr::null_mut();
-        let rc = match (self.intel(), api.clEnqueueSVMMigrateMem) {
-            (Some(f), _) => match f.clEnqueueMigrateMemINTEL {
-                // SAFETY: validated range; flags 0 migrate to the device.
-                Some(m) => unsafe {
-                    m(
-                        self.cl,
-                        ptr,
-                        size,
-                        0,
-                        wl.len() as cl_uint,
-                        ptr_or_null(&wl),
-                        &mut ev,
-                    )
-                },
-                None => return self.marker(deps, "prefetch (no migration entry point)"),
+        let intel_migrate = self.intel().map(|f| f.clEnqueueMigrateMemINTEL);
+        if intel_migrate == Some(None)
+            || (intel_migrate.is_none() && api.clEnqueueSVMMigrateMem.is_none())
+        {
+            return self.marker(deps, "prefetch (no migration entry point)");
+        }
+        let mut declined = false;
+        let r = self.submit(
+            deps,
+            format!("prefetch of {size} bytes"),
+            None,
+            |q, wl, ev| {
+                let rc = match (intel_migrate.flatten(), api.clEnqueueSVMMigrateMem) {
+                    // SAFETY: validated range; flags 0 migrate to the device.
+                    (Some(m), _) => unsafe {
+                        m(q, ptr, size, 0, wl.len() as cl_uint, ptr_or_null(wl), ev)
+                    },
+                    // SAFETY: one validated SVM range, migrated to the device.
+                    (None, Some(m)) => unsafe {
+                        m(
+                            q,
+                            1,
+                            &ptr,
+                            &size,
+                            0,
+                            wl.len() as cl_uint,
+                            ptr_or_null(wl),
+                            ev,
+                        )
+                    },
+                    (None, None) => CL_INVALID_OPERATION,
+                };
+                declined = rc == CL_INVALID_VALUE || rc == CL_INVALID_OPERATION;
+                check(rc, "USM prefetch")
             },
-            // SAFETY: one validated SVM range, migrated to the device.
-            (None, Some(m)) => unsafe {
-                m(
-                    self.cl,
-                    1,
-                    &ptr,
-                    &size,
-                    0,
-                    wl.len() as cl_uint,
-                    ptr_or_null(&wl),
-                    &mut ev,
-                )
-            },
-            (None, None) => return self.marker(deps, "prefetch (no migration entry point)"),
-        };
-        if rc == CL_INVALID_VALUE || rc == CL_INVALID_OPERATION {
+        );
+        if declined {
             // Migration is a hint; a driver that cannot migrate this memory
             // (shared memory on a CPU device already lives on the host)
             // leaves it where it is.
             return self.marker(deps, "prefetch (driver keeps the memory in place)");
         }
-        check(rc, "USM prefetch")?;
-        Ok(self.record(ev, format!("prefetch of {size} bytes"), None, deps))
+        r
     }
 
     /// Passes device-specific `advice` for a USM range to the driver.
@@ -584,21 +595,18 @@ impl Queue {
         if advice == 0 {
             return self.marker(deps, "mem_advise (default advice)");
         }
-        let wl = self.wait_list(deps)?;
         match self.intel().and_then(|f| f.clEnqueueMemAdviseINTEL) {
-            Some(a) => {
-                let mut ev: cl_event = std::ptr::null_mut();
+            Some(a) => self.submit(deps, format!("mem_advise {advice}"), None, |q, wl, ev| {
                 // SAFETY: validated range; the driver checks the advice value.
-                let rc = unsafe { a(self.cl, ptr, size, advice, wl.len() as cl_uint, ptr_or_null(&wl), &mut ev) };
+                let rc = unsafe { a(q, ptr, size, advice, wl.len() as cl_uint, ptr_or_null(wl), ev) };
                 if rc == CL_INVALID_VALUE {
                     return Err(Error::invalid(format!(
                         "mem_advise: the driver of device {} does not accept advice {advice}",
                         self.device.label()
                     )));
                 }
-                check(rc, "USM mem_advise")?;
-                Ok(self.record(ev, format!("mem_advise {advice}"), None, deps))
-            }
+                check(rc, "USM mem_advise")
+            }),
             None => Err(Error::new(
                 Status::FeatureNotSupported,
                 format!(
