@@ -421,6 +421,46 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   free(other);
 }
 
+/* Discard modes transfer nothing for pages they cover; pages they cover
+ * only in part are fetched, so the bytes outside the access survive. */
+static void test_partial_discard(const syrah_device *d) {
+  env e;
+  int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = -1;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer_stats s;
+  syrah_host_accessor *ha = NULL;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("partial discard", "the device has no USM");
+    free(host);
+    return;
+  }
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    free(host);
+    return;
+  }
+  for (i = 0; i < N; ++i) host[i] = i;
+  bd.page_size[0] = N / 4; /* four pages */
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  /* Elements [N/8, 5N/8): page 1 covered, pages 0 and 2 in part. */
+  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, N / 8, N / 2), N / 2, &v, NULL));
+  s = stats(b);
+  EXPECT_EQ(s.host_to_device_bytes, 2 * (N / 4) * sizeof(int));
+  EXPECT_EQ(s.host_to_device_copies, 2);
+  /* Covering whole pages moves nothing. */
+  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_READ_WRITE, 3 * N / 4, N / 4), N / 4, &v, NULL));
+  EXPECT_EQ(stats(b).host_to_device_bytes, 2 * (N / 4) * sizeof(int));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == ((i >= N / 8 && i < 5 * N / 8) || i >= 3 * N / 4 ? -1 : i);
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_release(b));
+  env_close(&e);
+  free(host);
+}
+
 static bool still_shared_answer = true;
 static int still_shared_calls = 0;
 static bool still_shared(void *user) {
@@ -727,6 +767,7 @@ int main(void) {
   t_for_each_device(test_uninitialised_and_ownership);
   t_for_each_device(test_shared_and_allocators);
   t_for_each_device(test_dependencies);
+  t_for_each_device(test_partial_discard);
   test_two_devices();
   return t_finish("test_buffer");
 }

@@ -67,7 +67,7 @@ cmake --build build/examples -j "$(nproc)"
 passed=0
 failed=0
 for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
-  for e in device_list vector_add reduction_local_arg reduction_local_array; do
+  for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled; do
     if SYRAH_DEVICE=$dev build/examples/$e > "build/examples/$e.$dev.log" 2>&1; then
       passed=$((passed + 1))
       echo "ok   $e on device $dev: $(tail -1 "build/examples/$e.$dev.log")"

@@ -164,6 +164,25 @@ impl Geometry {
         b
     }
 
+    /// The pages an element box covers completely (a page that the box
+    /// reaches to the end of the buffer counts as covered).
+    pub fn covered_box(&self, offset: [usize; 3], range: [usize; 3]) -> Box3 {
+        let mut b = Box3::new([0; 3], [0; 3]);
+        for i in 0..3 {
+            let end = offset[i] + range[i];
+            b.lo[i] = offset[i].div_ceil(self.page[i]);
+            b.hi[i] = if end == self.range[i] {
+                end.div_ceil(self.page[i])
+            } else {
+                end / self.page[i]
+            };
+            if b.hi[i] < b.lo[i] {
+                b.hi[i] = b.lo[i];
+            }
+        }
+        b
+    }
+
     /// The pages touching the linear byte interval `[start, end)`,
     /// conservatively as a box (used for reinterpreted views).
     pub fn page_box_of_bytes(&self, start: usize, end: usize) -> Box3 {
@@ -229,6 +248,35 @@ impl Geometry {
         }
         runs
     }
+}
+
+/// `outer` without `inner` (which it contains), as at most six boxes.
+pub fn subtract(outer: &Box3, inner: &Box3) -> Vec<Box3> {
+    if inner.is_empty() {
+        return if outer.is_empty() {
+            Vec::new()
+        } else {
+            vec![*outer]
+        };
+    }
+    let mut out = Vec::new();
+    let mut rest = *outer;
+    for d in 0..3 {
+        if rest.lo[d] < inner.lo[d] {
+            let mut b = rest;
+            b.hi[d] = inner.lo[d];
+            out.push(b);
+            rest.lo[d] = inner.lo[d];
+        }
+        if inner.hi[d] < rest.hi[d] {
+            let mut b = rest;
+            b.lo[d] = inner.hi[d];
+            out.push(b);
+            rest.hi[d] = inner.hi[d];
+        }
+    }
+    out.retain(|b| !b.is_empty());
+    out
 }
 
 /// Default page: about [`DEFAULT_PAGE_BYTES`], whole rows first.
@@ -431,6 +479,39 @@ mod tests {
             g3.byte_runs(&Box3::new([0, 1, 0], [2, 3, 4])),
             vec![(4, 8), (16, 8)]
         );
+    }
+
+    #[test]
+    fn covered_pages_and_subtraction() {
+        let g = g2(10, 10, 4, 4); // 3 x 3 pages, the last ones partial
+                                  // Rows 1..9: page rows 0 and 2 are partial, only row 1 is covered.
+        assert_eq!(
+            g.covered_box([0, 1, 0], [1, 8, 10]),
+            Box3::new([0, 1, 0], [1, 2, 3])
+        );
+        // Reaching the end of the buffer covers the last, partial page.
+        assert_eq!(
+            g.covered_box([0, 4, 0], [1, 6, 10]),
+            Box3::new([0, 1, 0], [1, 3, 3])
+        );
+        assert!(g.covered_box([0, 1, 1], [1, 2, 2]).is_empty());
+        let outer = Box3::new([0, 0, 0], [1, 3, 3]);
+        let inner = Box3::new([0, 1, 0], [1, 2, 3]);
+        let parts = subtract(&outer, &inner);
+        assert_eq!(parts.iter().map(|b| b.count()).sum::<usize>(), 6);
+        assert!(parts
+            .iter()
+            .all(|b| !b.overlaps(&inner) && outer.contains(b)));
+        let inner = Box3::new([0, 1, 1], [1, 2, 2]);
+        let parts = subtract(&outer, &inner);
+        assert_eq!(parts.iter().map(|b| b.count()).sum::<usize>(), 8);
+        for (i, a) in parts.iter().enumerate() {
+            for b in &parts[i + 1..] {
+                assert!(!a.overlaps(b));
+            }
+        }
+        assert_eq!(subtract(&outer, &Box3::new([0; 3], [0; 3])), vec![outer]);
+        assert!(subtract(&outer, &outer).is_empty());
     }
 
     #[test]

@@ -405,6 +405,28 @@ impl Buffer {
         })
     }
 
+    /// The page boxes an access must bring up to date first: all its pages
+    /// when it needs the data; for discard modes only the pages it covers
+    /// in part, whose bytes outside the access must survive the page
+    /// becoming current on this allocation alone.
+    pub fn fetch_boxes(
+        &self,
+        mode: Mode,
+        offset: [usize; 3],
+        range: [usize; 3],
+        pages: &Box3,
+    ) -> Vec<Box3> {
+        if mode.needs_data() {
+            return vec![*pages];
+        }
+        let sg = &self.owner.storage.geom;
+        if self.view != *sg {
+            // A reinterpreted view: its exact coverage is not a page box.
+            return vec![*pages];
+        }
+        pages::subtract(pages, &sg.covered_box(offset, range))
+    }
+
     /// The storage pages an element box of this view touches.
     pub fn pages_of(&self, offset: [usize; 3], range: [usize; 3]) -> Result<Box3> {
         self.view.check_elements(offset, range)?;
@@ -955,8 +977,8 @@ impl Queue {
             let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
             let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
             waits.extend(token_events(&conflicts, &self.ctx)?);
-            if r.mode.needs_data() {
-                waits.extend(fetch(&s, &mut st, alloc, &pages, Some(self))?);
+            for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
+                waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
             }
             let ptr = st.devs[alloc - 1].ptr + r.buffer.view.byte_offset(r.offset);
             drop(st);
@@ -1033,9 +1055,8 @@ impl Buffer {
             }
         }
         let host = ensure_host(&s, &mut st, mode.writes())?;
-        if mode.needs_data() {
-            let evs = fetch(&s, &mut st, 0, &pages, None)?;
-            for e in evs {
+        for part in self.fetch_boxes(mode, offset, range, &pages) {
+            for e in fetch(&s, &mut st, 0, &part, None)? {
                 e.wait()?;
             }
         }
