@@ -1,7 +1,7 @@
 //! Buffers, accessors and host accessors.
 
 use super::types::*;
-use super::{borrow, clone_arc, guard, into_handle, null, out, release, retain, slice};
+use super::{borrow, clone_arc_with, guard, into_handle, null, out, release, retain, slice};
 use crate::core::error::{Error, Result, Status};
 use crate::runtime::buffer::{
     AccessReq, Allocator, Buffer, BufferDesc, HostAccessor, Mode, Ownership,
@@ -42,18 +42,14 @@ pub struct syrah_buffer_info {
     pub size_bytes: usize,
 }
 
-pub(crate) fn mode_from(m: syrah_access_mode, what: &str) -> Result<Mode> {
+pub(crate) fn mode_from(m: syrah_access_mode) -> Result<Mode> {
     Ok(match m {
         SYRAH_ACCESS_READ => Mode::Read,
         SYRAH_ACCESS_WRITE => Mode::Write,
         SYRAH_ACCESS_READ_WRITE => Mode::ReadWrite,
         SYRAH_ACCESS_DISCARD_WRITE => Mode::DiscardWrite,
         SYRAH_ACCESS_DISCARD_READ_WRITE => Mode::DiscardReadWrite,
-        other => {
-            return Err(Error::invalid(format!(
-                "{what} has the unknown access mode {other}"
-            )))
-        }
+        other => return Err(Error::invalid(format!("the unknown access mode {other}"))),
     })
 }
 
@@ -341,7 +337,10 @@ pub unsafe extern "C" fn syrah_buffer_host_access(
         }
         // SAFETY: forwarded contract.
         let b = unsafe { borrow(buffer, "buffer") }?;
-        let m = mode_from(mode, "the host accessor")?;
+        let m = mode_from(mode).map_err(|mut e| {
+            e.message = format!("the host accessor has {}", e.message);
+            e
+        })?;
         let d = b.dims as usize;
         let mut o = [0usize; 3];
         let mut r = [0usize; 3];
@@ -382,13 +381,16 @@ pub(crate) unsafe fn requests<'a>(
     let raw = unsafe { slice(accessors, count, "accessors") }?;
     for (i, a) in raw.iter().enumerate() {
         // SAFETY: each entry names a buffer handle per the contract.
-        keep.push(unsafe { clone_arc(a.buffer, &format!("accessors[{i}].buffer")) }?);
+        keep.push(unsafe { clone_arc_with(a.buffer, || format!("accessors[{i}].buffer")) }?);
     }
     let keep: &'a Vec<Arc<Buffer>> = keep;
     let mut out = Vec::with_capacity(raw.len());
     for (i, a) in raw.iter().enumerate() {
         let b: &'a Buffer = &keep[i];
-        let mode = mode_from(a.mode, &format!("accessors[{i}]"))?;
+        let mode = mode_from(a.mode).map_err(|mut e| {
+            e.message = format!("accessors[{i}] has {}", e.message);
+            e
+        })?;
         let (offset, range) = accessor_box(b, a.offset, a.range).map_err(|mut e| {
             e.message = format!("accessors[{i}]: {}", e.message);
             e

@@ -1,7 +1,7 @@
 //! Events.
 
 use super::types::*;
-use super::{borrow, clone_arc, guard, into_handle, out, release, retain, slice};
+use super::{borrow, clone_arc, clone_arc_with, guard, into_handle, out, release, retain, slice};
 use crate::core::error::{Error, Result};
 use crate::opencl::ffi::*;
 use crate::runtime::context::Context;
@@ -14,7 +14,7 @@ pub(crate) unsafe fn deps_from(list: *const *const Event, count: usize) -> Resul
     raw.iter()
         .enumerate()
         // SAFETY: each entry is an event handle per the contract.
-        .map(|(i, &p)| unsafe { clone_arc(p, &format!("dependencies[{i}]")) })
+        .map(|(i, &p)| unsafe { clone_arc_with(p, || format!("dependencies[{i}]")) })
         .collect()
 }
 

@@ -182,6 +182,22 @@ pub(crate) unsafe fn borrow<'a, T>(p: *const T, what: &str) -> Result<&'a T> {
     Ok(unsafe { &*p })
 }
 
+/// Like [`clone_arc`], naming the argument only when it is bad.
+pub(crate) unsafe fn clone_arc_with<T>(
+    p: *const T,
+    what: impl FnOnce() -> String,
+) -> Result<Arc<T>> {
+    if p.is_null() || validating() {
+        // SAFETY: forwarded contract.
+        return unsafe { clone_arc(p, &what()) };
+    }
+    // SAFETY: `p` came from `Arc::into_raw` and holds a reference.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Ok(Arc::from_raw(p))
+    }
+}
+
 /// A new strong reference to the object behind a handle.
 pub(crate) unsafe fn clone_arc<T>(p: *const T, what: &str) -> Result<Arc<T>> {
     // SAFETY: forwarded contract.

@@ -144,6 +144,24 @@ pub unsafe extern "C" fn syrah_queue_barrier(
     })
 }
 
+/// Checks argument kinds and accessor indices without building anything.
+unsafe fn check_args(args: *const syrah_kernel_arg, count: usize, accessors: usize) -> Result<()> {
+    // SAFETY: forwarded contract.
+    let raw = unsafe { slice(args, count, "args") }?;
+    for (i, a) in raw.iter().enumerate() {
+        if a.kind == SYRAH_ARG_ACCESSOR && a.size >= accessors {
+            return Err(Error::new(
+                Status::KernelArguments,
+                format!(
+                    "args[{i}] names accessor {} but the command group has {accessors}",
+                    a.size
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Arguments from the C descriptions; accessor arguments take the
 /// pointers of the prepared accessors.
 unsafe fn args_from<'a>(
@@ -292,9 +310,9 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         // SAFETY: forwarded contract.
         let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
         // Cheap checks first, so a bad launch moves no data.
-        // SAFETY: forwarded contract; accessor pointers are checked later.
-        let probe = unsafe { args_from(args, arg_count, &vec![0; reqs.len()]) }?;
-        drop(probe);
+        // SAFETY: forwarded contract.
+        unsafe { check_args(args, arg_count, reqs.len()) }?;
+        q.precheck(k, &nd, arg_count)?;
         // SAFETY: forwarded contract.
         let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
         let (waits, prepared) = q.prepare_accesses(&reqs)?;

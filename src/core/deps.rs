@@ -64,9 +64,21 @@ impl<T: Clone> Tracker<T> {
 
     /// Records an access, dropping those a write makes redundant.
     pub fn record(&mut self, pages: Box3, write: bool, token: T) {
-        if write {
-            self.entries.retain(|a| !pages.contains(&a.pages));
-        }
+        self.record_ordered(pages, write, token, |_| false);
+    }
+
+    /// Records an access, also dropping covered earlier accesses for which
+    /// `ordered_before` holds: ones certain to finish before this one (the
+    /// same in-order lane), so that waiting for this one waits for them.
+    pub fn record_ordered(
+        &mut self,
+        pages: Box3,
+        write: bool,
+        token: T,
+        ordered_before: impl Fn(&T) -> bool,
+    ) {
+        self.entries
+            .retain(|a| !(pages.contains(&a.pages) && (write || ordered_before(&a.token))));
         self.entries.push(Access {
             pages,
             write,
@@ -127,6 +139,21 @@ mod tests {
         assert_eq!(t.len(), 3);
         t.record(b(0, 4), true, 4);
         assert_eq!(t.tokens(), vec![4]);
+    }
+
+    #[test]
+    fn reads_in_order_collapse() {
+        // Tokens (lane, seq): reads on one lane imply the earlier ones.
+        let mut t = Tracker::new();
+        for i in 0..1000 {
+            let lane = i % 2;
+            t.record_ordered(b(0, 4), false, (lane, i), |&(l, _)| l == lane);
+        }
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.conflicts(&b(0, 1), true), vec![(0, 998), (1, 999)]);
+        // A read of fewer pages does not replace a wider one.
+        t.record_ordered(b(0, 1), false, (0, 1000), |&(l, _)| l == 0);
+        assert_eq!(t.len(), 3);
     }
 
     #[test]

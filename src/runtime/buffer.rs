@@ -154,6 +154,8 @@ struct State {
     bits: Vec<PageBits>,
     devs: Vec<DevAlloc>,
     tracker: Tracker<Token>,
+    /// Tracker length at which finished accesses are next looked for.
+    prune_at: usize,
     stats: Stats,
 }
 
@@ -330,6 +332,7 @@ impl Buffer {
                 bits: vec![pages::new_bits(&geom, false)],
                 devs: Vec::new(),
                 tracker: Tracker::new(),
+                prune_at: PRUNE_MIN,
                 stats: Stats::default(),
             }),
         });
@@ -543,16 +546,7 @@ fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result<bool> {
         let mut back = vec![0u8; BYTES];
         // Written through the pointer, read through the view.
         // SAFETY: `p` holds BYTES bytes; `pattern` outlives the wait below.
-        let ev = unsafe {
-            q.copy_raw(
-                p,
-                pattern.as_ptr().cast(),
-                BYTES,
-                &[],
-                "view check".into(),
-                None,
-            )
-        }?;
+        let ev = unsafe { q.copy_raw(p, pattern.as_ptr().cast(), BYTES, &[], "view check", None) }?;
         ev.wait()?;
         // SAFETY: blocking read of BYTES bytes into `back`.
         let rc = unsafe {
@@ -595,16 +589,8 @@ fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result<bool> {
             };
             back.fill(0);
             // SAFETY: `back` holds BYTES bytes and outlives the wait.
-            let ev = unsafe {
-                q.copy_raw(
-                    back.as_mut_ptr().cast(),
-                    p,
-                    BYTES,
-                    &[],
-                    "view check".into(),
-                    None,
-                )
-            }?;
+            let ev =
+                unsafe { q.copy_raw(back.as_mut_ptr().cast(), p, BYTES, &[], "view check", None) }?;
             ev.wait()?;
             ok = rc == CL_SUCCESS && back == rev;
         }
@@ -668,11 +654,25 @@ fn token_events(tokens: &[Token], ctx: &Context) -> Result<Vec<Arc<Event>>> {
         .collect()
 }
 
-fn prune(st: &mut State) {
+/// Forgets finished accesses. Asking a driver about events costs time, so
+/// this only looks once the list has doubled since it last looked (or
+/// always, with `force`); finished entries left in between only add event
+/// waits that are already satisfied.
+fn prune_if(st: &mut State, force: bool) {
+    if !force && st.tracker.len() < st.prune_at {
+        return;
+    }
     st.tracker.retain(|t| match t {
-        Token::Cmd(e) => !matches!(e.outcome(), Ok(Some(_))),
+        Token::Cmd(e) => !e.is_done(),
         Token::Host(h) => !h.released.load(Ordering::Acquire),
     });
+    st.prune_at = (st.tracker.len() * 2).max(PRUNE_MIN);
+}
+
+const PRUNE_MIN: usize = 16;
+
+fn prune(st: &mut State) {
+    prune_if(st, true);
 }
 
 /// Copies the pages of `want` that are outdated on allocation `target`
@@ -688,6 +688,9 @@ fn fetch(
     q: Option<&Queue>,
 ) -> Result<Vec<Arc<Event>>> {
     let g = s.geom;
+    if pages::all_set(&g, &st.bits[target], want) {
+        return Ok(Vec::new());
+    }
     let target_ctx = if target == 0 {
         None
     } else {
@@ -973,7 +976,7 @@ impl Queue {
             let s = r.buffer.owner.storage.clone();
             let pages = r.buffer.pages_of(r.offset, r.range)?;
             let mut st = s.state.lock();
-            prune(&mut st);
+            prune_if(&mut st, false);
             let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
             let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
             waits.extend(token_events(&conflicts, &self.ctx)?);
@@ -1000,7 +1003,12 @@ impl Queue {
     pub fn commit_accesses(&self, prepared: &[Prepared], ev: &Arc<Event>) {
         for p in prepared {
             let mut st = p.storage.state.lock();
-            st.tracker.record(p.pages, p.write, Token::Cmd(ev.clone()));
+            let lane = ev.lane.load(Ordering::Acquire);
+            st.tracker
+                .record_ordered(p.pages, p.write, Token::Cmd(ev.clone()), |t| match t {
+                    Token::Cmd(e) => lane != 0 && e.lane.load(Ordering::Acquire) == lane,
+                    Token::Host(_) => false,
+                });
             if p.write {
                 let g = p.storage.geom;
                 for (i, b) in st.bits.iter_mut().enumerate() {

@@ -6,7 +6,7 @@ use crate::opencl::ffi::*;
 use crate::opencl::info;
 use crate::opencl::loader::{api, check, cl_error_name};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Execution state as the C API reports it.
@@ -23,7 +23,7 @@ pub struct Event {
     pub cl: cl_event,
     pub ctx_id: u64,
     /// What the command was, for error messages.
-    pub what: String,
+    pub what: Arc<str>,
     /// Set once the failure of this command has been delivered.
     pub reported: AtomicBool,
     pub profiling: bool,
@@ -39,6 +39,9 @@ pub struct Event {
     /// Enqueued behind something that may not finish soon (an unfinished
     /// user event, or a command itself gated).
     gated: AtomicBool,
+    /// The in-order lane the command ran on (0: none): commands of one lane
+    /// finish in submission order.
+    pub lane: AtomicU64,
 }
 
 const OUTCOME_OK: u8 = 1;
@@ -62,7 +65,7 @@ impl Event {
     pub fn new(
         cl: cl_event,
         ctx_id: u64,
-        what: String,
+        what: Arc<str>,
         profiling: bool,
         deps: Vec<Arc<Event>>,
     ) -> Arc<Event> {
@@ -78,6 +81,7 @@ impl Event {
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
             gated: AtomicBool::new(false),
+            lane: AtomicU64::new(0),
         })
     }
 
@@ -142,7 +146,7 @@ impl Event {
         Ok(Arc::new(Event {
             cl,
             ctx_id: ctx.id,
-            what: "user event".into(),
+            what: Arc::from("user event"),
             reported: AtomicBool::new(false),
             profiling: false,
             user: true,
@@ -151,6 +155,7 @@ impl Event {
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
             gated: AtomicBool::new(false),
+            lane: AtomicU64::new(0),
         }))
     }
 

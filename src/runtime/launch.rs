@@ -1,7 +1,7 @@
 //! Kernel launches.
 
 use super::event::Event;
-use super::program::Kernel;
+use super::program::{Kernel, KernelDeviceInfo};
 use super::queue::{ptr_or_null, Queue};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -29,16 +29,14 @@ pub fn validating() -> bool {
 }
 
 impl Queue {
-    /// Launches `kernel` over `range` with `args` after `deps`.
-    pub fn launch(
+    /// The checks of a launch that need no arguments' values: context,
+    /// shape and argument count. Done before a command group moves data.
+    pub fn precheck(
         &self,
         kernel: &Kernel,
         range: &NdRange,
-        args: &[Arg<'_>],
-        deps: &[Arc<Event>],
-        keep: Option<Box<dyn std::any::Any + Send>>,
-    ) -> Result<Arc<Event>> {
-        let api = api()?;
+        nargs: usize,
+    ) -> Result<KernelDeviceInfo> {
         if kernel.ctx.id != self.ctx.id {
             return Err(Error::new(
                 Status::WrongContext,
@@ -50,7 +48,7 @@ impl Queue {
         }
         let kinfo = kernel.info_for(self.device)?;
         range.validate(&self.device.limits, kinfo.work_group_size)?;
-        if args.len() != kernel.num_args as usize {
+        if nargs != kernel.num_args as usize {
             return Err(Error::new(
                 Status::KernelArguments,
                 format!(
@@ -58,10 +56,24 @@ impl Queue {
                     kernel.name,
                     kernel.num_args,
                     if kernel.num_args == 1 { "" } else { "s" },
-                    args.len()
+                    nargs
                 ),
             ));
         }
+        Ok(kinfo)
+    }
+
+    /// Launches `kernel` over `range` with `args` after `deps`.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        range: &NdRange,
+        args: &[Arg<'_>],
+        deps: &[Arc<Event>],
+        keep: Option<Box<dyn std::any::Any + Send>>,
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        let kinfo = self.precheck(kernel, range, args.len())?;
         let mut dynamic = Vec::new();
         for (i, a) in args.iter().enumerate() {
             match a {
@@ -118,7 +130,7 @@ impl Queue {
             &dynamic,
             self.device.limits.local_mem_size,
         )?;
-        let what = format!("kernel '{}'", kernel.name);
+        let what = kernel.what.clone();
         if range.is_empty() {
             return self.marker(deps, &what);
         }

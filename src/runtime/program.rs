@@ -305,6 +305,8 @@ pub struct Kernel {
     pub program: Arc<ProgramInner>,
     pub cl: cl_kernel,
     pub name: String,
+    /// "kernel 'name'", for events and messages.
+    pub what: Arc<str>,
     pub num_args: u32,
     pub per_device: Vec<(&'static Device, KernelDeviceInfo)>,
     /// Serialises argument setting and enqueueing of this kernel.
@@ -407,6 +409,7 @@ impl Kernel {
             ctx: program.ctx.clone(),
             program: program.inner.clone(),
             cl,
+            what: Arc::from(format!("kernel '{real_name}'")),
             name: real_name,
             num_args,
             per_device,

@@ -37,9 +37,13 @@ struct Inflight {
     entries: VecDeque<Entry>,
     /// Length at which the next full scan happens.
     scan_at: usize,
+    /// Submissions since the oldest entries were last looked at.
+    since_front: usize,
 }
 
 struct Lane {
+    /// Process-unique id of the lane.
+    id: u64,
     cl: cl_command_queue,
     tail: Option<Arc<Event>>,
     /// The tail waits on something that may not finish soon.
@@ -79,6 +83,7 @@ unsafe impl Send for Queue {}
 unsafe impl Sync for Queue {}
 
 const SCAN_MIN: usize = 64;
+const FRONT_EVERY: usize = 8;
 
 impl Queue {
     pub fn create(
@@ -105,6 +110,7 @@ impl Queue {
             device,
             lanes: Mutex::new(Lanes {
                 list: vec![Lane {
+                    id: next_lane_id(),
                     cl: first,
                     tail: None,
                     gated: false,
@@ -120,6 +126,7 @@ impl Queue {
             inflight: Mutex::new(Inflight {
                 entries: VecDeque::new(),
                 scan_at: SCAN_MIN,
+                since_front: 0,
             }),
             errors: Mutex::new(Vec::new()),
         });
@@ -181,6 +188,7 @@ impl Queue {
         {
             let cl = open_lane(&self.ctx, self.device, self.props)?;
             lanes.list.push(Lane {
+                id: next_lane_id(),
                 cl,
                 tail: None,
                 gated: false,
@@ -204,7 +212,7 @@ impl Queue {
     pub fn submit(
         &self,
         deps: &[Arc<Event>],
-        what: String,
+        what: impl Into<Arc<str>>,
         keep: Option<Box<dyn Any + Send>>,
         enqueue: impl FnOnce(cl_command_queue, &[cl_event], &mut cl_event) -> Result<()>,
     ) -> Result<Arc<Event>> {
@@ -229,9 +237,10 @@ impl Queue {
         let wl = self.wait_list(&needed)?;
         let mut cl: cl_event = std::ptr::null_mut();
         enqueue(lanes.list[i].cl, &wl, &mut cl)?;
-        let ev = Event::new(cl, self.ctx.id, what, self.profiling, all);
+        let ev = Event::new(cl, self.ctx.id, what.into(), self.profiling, all);
         ev.set_gated(blocking);
         let lane = &mut lanes.list[i];
+        ev.lane.store(lane.id, std::sync::atomic::Ordering::Release);
         lane.tail = Some(ev.clone());
         lane.gated = blocking;
         // SAFETY: flushing a live queue so the command starts even if
@@ -254,6 +263,13 @@ impl Queue {
     /// Drops completed commands from the front and, when the list has
     /// doubled since the last scan, from anywhere; collects failures.
     fn prune(&self, inf: &mut Inflight) {
+        // Looking at the oldest command every few submissions keeps the list
+        // as short as the work in flight without asking the driver each time.
+        inf.since_front += 1;
+        if inf.since_front < FRONT_EVERY && inf.entries.len() < inf.scan_at {
+            return;
+        }
+        inf.since_front = 0;
         while let Some(front) = inf.entries.front() {
             match front.event.outcome() {
                 Ok(Some(r)) => {
@@ -382,7 +398,7 @@ impl Queue {
     /// Enqueues a marker that completes when `deps` have completed.
     pub fn marker(&self, deps: &[Arc<Event>], what: &str) -> Result<Arc<Event>> {
         let api = api()?;
-        self.submit(deps, what.to_string(), None, |q, wl, ev| {
+        self.submit(deps, what, None, |q, wl, ev| {
             check(
                 // SAFETY: live queue; `wl` holds valid events of this context.
                 unsafe {
@@ -402,7 +418,7 @@ impl Queue {
             let lanes = self.lanes.lock();
             all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
         }
-        let ev = self.submit(&all, "barrier".into(), None, |q, wl, ev| {
+        let ev = self.submit(&all, "barrier", None, |q, wl, ev| {
             check(
                 // SAFETY: live queue; `wl` holds valid events of this context.
                 unsafe {
@@ -414,6 +430,11 @@ impl Queue {
         self.lanes.lock().barrier = Some(ev.clone());
         Ok(ev)
     }
+}
+
+fn next_lane_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// An in-order OpenCL queue on `device`.

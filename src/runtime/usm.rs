@@ -414,7 +414,7 @@ impl Queue {
         src: *const c_void,
         size: usize,
         deps: &[Arc<Event>],
-        what: String,
+        what: impl Into<Arc<str>>,
         keep: Option<Box<dyn std::any::Any + Send>>,
     ) -> Result<Arc<Event>> {
         self.submit(deps, what, keep, |q, wl, ev| {
@@ -496,7 +496,7 @@ impl Queue {
                 )?;
                 for c in copies {
                     let d = std::slice::from_ref(&prev);
-                    prev = self.submit(d, what.clone(), None, |q, wl, ev| {
+                    prev = self.submit(d, what.as_str(), None, |q, wl, ev| {
                         self.copy_cmd(
                             q,
                             (base + c.dst) as *mut c_void,

@@ -1,0 +1,200 @@
+/* Host-side cost of submitting a kernel command group with two buffer
+ * accessors on data already current on the device, against a raw OpenCL
+ * enqueue of the same kernel with the same two buffers (clSetKernelArg x 2
+ * + clEnqueueNDRangeKernel) on the same device, in one run.
+ *
+ * usage: bench_submit P.D [submissions] [batch]
+ * Prints a Markdown table and writes bench_submit.json: the mean enqueue
+ * cost per submission for each batch, so flatness over the run shows. */
+#include <CL/cl.h>
+#include <syrah.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *source =
+    "__kernel void touch(__global const int *a, __global int *b) {\n"
+    "  size_t i = get_global_id(0);\n"
+    "  b[i] = a[i] + 1;\n"
+    "}\n";
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+#define CL_OK(call)                                                      \
+  do {                                                                   \
+    cl_int e_ = (call);                                                  \
+    if (e_ != CL_SUCCESS) {                                              \
+      fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #call, e_); \
+      exit(1);                                                           \
+    }                                                                    \
+  } while (0)
+
+#define SY_OK(call)                                                                          \
+  do {                                                                                       \
+    syrah_status s_ = (call);                                                                \
+    if (s_ != SYRAH_SUCCESS) {                                                               \
+      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, syrah_status_name(s_), \
+              syrah_last_error_message());                                                   \
+      exit(1);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+enum { ELEMS = 64 };
+
+/* Raw OpenCL: per-batch mean microseconds per enqueue. */
+static void run_raw(unsigned p, unsigned d, int total, int batch, double *out) {
+  cl_platform_id plats[16];
+  cl_device_id devs[16];
+  cl_uint np = 0, nd = 0;
+  cl_int err;
+  cl_context ctx;
+  cl_command_queue q;
+  cl_program prog;
+  cl_kernel k;
+  cl_mem a, b;
+  size_t global = ELEMS;
+  int i, j;
+  CL_OK(clGetPlatformIDs(16, plats, &np));
+  CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
+  ctx = clCreateContext(NULL, 1, &devs[d], NULL, NULL, &err);
+  CL_OK(err);
+  q = clCreateCommandQueueWithProperties(ctx, devs[d], NULL, &err);
+  CL_OK(err);
+  prog = clCreateProgramWithSource(ctx, 1, &source, NULL, &err);
+  CL_OK(err);
+  CL_OK(clBuildProgram(prog, 1, &devs[d], "", NULL, NULL));
+  k = clCreateKernel(prog, "touch", &err);
+  CL_OK(err);
+  a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ELEMS * sizeof(int), NULL, &err);
+  CL_OK(err);
+  b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ELEMS * sizeof(int), NULL, &err);
+  CL_OK(err);
+  for (i = 0; i < total / batch; ++i) {
+    double t0 = now_us();
+    for (j = 0; j < batch; ++j) {
+      cl_event ev;
+      CL_OK(clSetKernelArg(k, 0, sizeof a, &a));
+      CL_OK(clSetKernelArg(k, 1, sizeof b, &b));
+      CL_OK(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 0, NULL, &ev));
+      CL_OK(clFlush(q));
+      CL_OK(clReleaseEvent(ev));
+    }
+    out[i] = (now_us() - t0) / batch;
+    CL_OK(clFinish(q));
+  }
+  clReleaseMemObject(a);
+  clReleaseMemObject(b);
+  clReleaseKernel(k);
+  clReleaseProgram(prog);
+  clReleaseCommandQueue(q);
+  clReleaseContext(ctx);
+}
+
+/* Syrah: per-batch mean microseconds per command-group submission. */
+static void run_syrah(const char *spec, int total, int batch, double *out) {
+  const syrah_device *dev;
+  syrah_queue *q;
+  syrah_context *ctx;
+  syrah_program *prog;
+  syrah_kernel *k;
+  syrah_buffer *a, *b;
+  syrah_buffer_desc bd;
+  syrah_accessor acc[2];
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(ELEMS);
+  int i, j;
+  SY_OK(syrah_device_select_by_string(spec, &dev));
+  SY_OK(syrah_queue_create(NULL, dev, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  SY_OK(syrah_queue_get_context(q, &ctx));
+  SY_OK(syrah_program_create_from_source(ctx, source, NULL, &prog));
+  SY_OK(syrah_kernel_create(prog, "touch", &k));
+  memset(&bd, 0, sizeof bd);
+  bd.element_size = sizeof(int);
+  bd.dimensions = 1;
+  bd.range[0] = ELEMS;
+  SY_OK(syrah_buffer_create(&bd, &a));
+  SY_OK(syrah_buffer_create(&bd, &b));
+  memset(acc, 0, sizeof acc);
+  acc[0].buffer = a;
+  acc[0].mode = SYRAH_ACCESS_READ;
+  acc[1].buffer = b;
+  acc[1].mode = SYRAH_ACCESS_READ_WRITE;
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = args[0];
+  args[1].size = 1;
+  /* Make the data current on the device first. */
+  SY_OK(syrah_queue_submit_kernel(q, k, &r, acc, 2, args, 2, NULL, 0, NULL));
+  SY_OK(syrah_queue_wait(q));
+  for (i = 0; i < total / batch; ++i) {
+    double t0 = now_us();
+    for (j = 0; j < batch; ++j) SY_OK(syrah_queue_submit_kernel(q, k, &r, acc, 2, args, 2, NULL, 0, NULL));
+    out[i] = (now_us() - t0) / batch;
+    SY_OK(syrah_queue_wait(q));
+  }
+  SY_OK(syrah_buffer_release(a));
+  SY_OK(syrah_buffer_release(b));
+  SY_OK(syrah_kernel_release(k));
+  SY_OK(syrah_program_release(prog));
+  SY_OK(syrah_context_release(ctx));
+  SY_OK(syrah_queue_release(q));
+}
+
+static int cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+static double median(const double *v, int n) {
+  double *c = (double *)malloc(sizeof(double) * (size_t)n), m;
+  memcpy(c, v, sizeof(double) * (size_t)n);
+  qsort(c, (size_t)n, sizeof(double), cmp);
+  m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+  free(c);
+  return m;
+}
+
+int main(int argc, char **argv) {
+  unsigned p = 0, d = 0;
+  int total = argc > 2 ? atoi(argv[2]) : 100000, batch = argc > 3 ? atoi(argv[3]) : 10000, nb, i;
+  double *raw, *sy;
+  char name[256];
+  const syrah_device *dev;
+  FILE *f;
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || batch <= 0 || total < batch) {
+    fprintf(stderr, "usage: bench_submit P.D [submissions] [batch]\n");
+    return 2;
+  }
+  nb = total / batch;
+  raw = (double *)calloc((size_t)nb, sizeof(double));
+  sy = (double *)calloc((size_t)nb, sizeof(double));
+  SY_OK(syrah_device_select_by_string(argv[1], &dev));
+  SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
+  run_raw(p, d, total, batch, raw);
+  run_syrah(argv[1], total, batch, sy);
+  printf("## Submission cost, two accessors, device %s (%s)\n\n", argv[1], name);
+  printf("| batch | submissions so far | raw OpenCL µs | Syrah µs | difference µs |\n|---|---|---|---|---|\n");
+  for (i = 0; i < nb; ++i)
+    printf("| %d | %d | %.2f | %.2f | %+.2f |\n", i, (i + 1) * batch, raw[i], sy[i], sy[i] - raw[i]);
+  printf("\nmedian: raw %.2f µs, Syrah %.2f µs, difference %+.2f µs; last batch / first batch (Syrah): %.2f\n",
+         median(raw, nb), median(sy, nb), median(sy, nb) - median(raw, nb), sy[nb - 1] / sy[0]);
+  f = fopen("bench_submit.json", "w");
+  if (f) {
+    fprintf(f, "{\"device\": \"%s\", \"name\": \"%s\", \"batch\": %d, \"raw_us\": [", argv[1], name, batch);
+    for (i = 0; i < nb; ++i) fprintf(f, "%s%.3f", i ? ", " : "", raw[i]);
+    fprintf(f, "], \"syrah_us\": [");
+    for (i = 0; i < nb; ++i) fprintf(f, "%s%.3f", i ? ", " : "", sy[i]);
+    fprintf(f, "]}\n");
+    fclose(f);
+  }
+  free(raw);
+  free(sy);
+  return 0;
+}
