@@ -47,8 +47,10 @@ static double now_us(void) {
 
 enum { ELEMS = 64 };
 
-/* Raw OpenCL: per-batch mean microseconds per enqueue. */
-static void run_raw(unsigned p, unsigned d, int total, int batch, double *out) {
+/* Raw OpenCL: per-batch mean microseconds per enqueue; with `svm`, the two
+ * buffers are coarse-grain SVM allocations passed as SVM pointers (what
+ * Syrah's buffers are on SVM devices), else cl_mem objects. */
+static void run_raw(unsigned p, unsigned d, int total, int batch, double *out, int svm) {
   cl_platform_id plats[16];
   cl_device_id devs[16];
   cl_uint np = 0, nd = 0;
@@ -58,6 +60,7 @@ static void run_raw(unsigned p, unsigned d, int total, int batch, double *out) {
   cl_program prog;
   cl_kernel k;
   cl_mem a, b;
+  void *sa, *sb;
   size_t global = ELEMS;
   int i, j;
   CL_OK(clGetPlatformIDs(16, plats, &np));
@@ -75,12 +78,23 @@ static void run_raw(unsigned p, unsigned d, int total, int batch, double *out) {
   CL_OK(err);
   b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ELEMS * sizeof(int), NULL, &err);
   CL_OK(err);
+  sa = svm ? clSVMAlloc(ctx, CL_MEM_READ_WRITE, ELEMS * sizeof(int), 0) : NULL;
+  sb = svm ? clSVMAlloc(ctx, CL_MEM_READ_WRITE, ELEMS * sizeof(int), 0) : NULL;
+  if (svm && (!sa || !sb)) {
+    fprintf(stderr, "clSVMAlloc failed\n");
+    exit(1);
+  }
   for (i = 0; i < total / batch; ++i) {
     double t0 = now_us();
     for (j = 0; j < batch; ++j) {
       cl_event ev;
-      CL_OK(clSetKernelArg(k, 0, sizeof a, &a));
-      CL_OK(clSetKernelArg(k, 1, sizeof b, &b));
+      if (svm) {
+        CL_OK(clSetKernelArgSVMPointer(k, 0, sa));
+        CL_OK(clSetKernelArgSVMPointer(k, 1, sb));
+      } else {
+        CL_OK(clSetKernelArg(k, 0, sizeof a, &a));
+        CL_OK(clSetKernelArg(k, 1, sizeof b, &b));
+      }
       CL_OK(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 0, NULL, &ev));
       CL_OK(clFlush(q));
       CL_OK(clReleaseEvent(ev));
@@ -88,6 +102,8 @@ static void run_raw(unsigned p, unsigned d, int total, int batch, double *out) {
     out[i] = (now_us() - t0) / batch;
     CL_OK(clFinish(q));
   }
+  if (sa) clSVMFree(ctx, sa);
+  if (sb) clSVMFree(ctx, sb);
   clReleaseMemObject(a);
   clReleaseMemObject(b);
   clReleaseKernel(k);
@@ -164,7 +180,7 @@ static double median(const double *v, int n) {
 int main(int argc, char **argv) {
   unsigned p = 0, d = 0;
   int total = argc > 2 ? atoi(argv[2]) : 100000, batch = argc > 3 ? atoi(argv[3]) : 10000, nb, i;
-  double *raw, *sy;
+  double *raw, *rsvm, *sy;
   char name[256];
   const syrah_device *dev;
   FILE *f;
@@ -175,26 +191,33 @@ int main(int argc, char **argv) {
   nb = total / batch;
   raw = (double *)calloc((size_t)nb, sizeof(double));
   sy = (double *)calloc((size_t)nb, sizeof(double));
+  rsvm = (double *)calloc((size_t)nb, sizeof(double));
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
-  run_raw(p, d, total, batch, raw);
+  run_raw(p, d, total, batch, raw, 0);
+  run_raw(p, d, total, batch, rsvm, 1);
   run_syrah(argv[1], total, batch, sy);
   printf("## Submission cost, two accessors, device %s (%s)\n\n", argv[1], name);
-  printf("| batch | submissions so far | raw OpenCL µs | Syrah µs | difference µs |\n|---|---|---|---|---|\n");
+  printf("| batch | submissions so far | raw OpenCL µs (cl_mem) | raw OpenCL µs (SVM pointers) | Syrah µs | "
+         "Syrah - raw µs |\n|---|---|---|---|---|---|\n");
   for (i = 0; i < nb; ++i)
-    printf("| %d | %d | %.2f | %.2f | %+.2f |\n", i, (i + 1) * batch, raw[i], sy[i], sy[i] - raw[i]);
-  printf("\nmedian: raw %.2f µs, Syrah %.2f µs, difference %+.2f µs; last batch / first batch (Syrah): %.2f\n",
-         median(raw, nb), median(sy, nb), median(sy, nb) - median(raw, nb), sy[nb - 1] / sy[0]);
+    printf("| %d | %d | %.2f | %.2f | %.2f | %+.2f |\n", i, (i + 1) * batch, raw[i], rsvm[i], sy[i], sy[i] - raw[i]);
+  printf("\nmedian: raw %.2f µs (SVM pointers %.2f µs), Syrah %.2f µs, difference %+.2f µs; last batch / first batch "
+         "(Syrah): %.2f\n",
+         median(raw, nb), median(rsvm, nb), median(sy, nb), median(sy, nb) - median(raw, nb), sy[nb - 1] / sy[0]);
   f = fopen("bench_submit.json", "w");
   if (f) {
     fprintf(f, "{\"device\": \"%s\", \"name\": \"%s\", \"batch\": %d, \"raw_us\": [", argv[1], name, batch);
     for (i = 0; i < nb; ++i) fprintf(f, "%s%.3f", i ? ", " : "", raw[i]);
+    fprintf(f, "], \"raw_svm_us\": [");
+    for (i = 0; i < nb; ++i) fprintf(f, "%s%.3f", i ? ", " : "", rsvm[i]);
     fprintf(f, "], \"syrah_us\": [");
     for (i = 0; i < nb; ++i) fprintf(f, "%s%.3f", i ? ", " : "", sy[i]);
     fprintf(f, "]}\n");
     fclose(f);
   }
   free(raw);
+  free(rsvm);
   free(sy);
   return 0;
 }

@@ -8,6 +8,7 @@ use crate::runtime::buffer::{
 };
 use crate::runtime::event::Event;
 use crate::runtime::queue::Queue;
+use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -375,16 +376,16 @@ pub unsafe extern "C" fn syrah_host_accessor_release(accessor: *mut HostAccessor
 pub(crate) unsafe fn requests<'a>(
     accessors: *const syrah_accessor,
     count: usize,
-    keep: &'a mut Vec<Arc<Buffer>>,
-) -> Result<Vec<AccessReq<'a>>> {
+    keep: &'a mut SmallVec<[Arc<Buffer>; 4]>,
+) -> Result<SmallVec<[AccessReq<'a>; 4]>> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(accessors, count, "accessors") }?;
     for (i, a) in raw.iter().enumerate() {
         // SAFETY: each entry names a buffer handle per the contract.
         keep.push(unsafe { clone_arc_with(a.buffer, || format!("accessors[{i}].buffer")) }?);
     }
-    let keep: &'a Vec<Arc<Buffer>> = keep;
-    let mut out = Vec::with_capacity(raw.len());
+    let keep: &'a SmallVec<[Arc<Buffer>; 4]> = keep;
+    let mut out = SmallVec::with_capacity(raw.len());
     for (i, a) in raw.iter().enumerate() {
         let b: &'a Buffer = &keep[i];
         let mode = mode_from(a.mode).map_err(|mut e| {

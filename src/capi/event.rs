@@ -8,7 +8,10 @@ use crate::runtime::context::Context;
 use crate::runtime::event::{wait_all, Event, EventState};
 use std::sync::Arc;
 
-pub(crate) unsafe fn deps_from(list: *const *const Event, count: usize) -> Result<Vec<Arc<Event>>> {
+pub(crate) unsafe fn deps_from(
+    list: *const *const Event,
+    count: usize,
+) -> Result<crate::runtime::buffer::Deps> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(list, count, "dependencies") }?;
     raw.iter()

@@ -13,6 +13,7 @@ use crate::runtime::launch::Arg;
 use crate::runtime::platform::Device;
 use crate::runtime::program::Kernel;
 use crate::runtime::queue::Queue;
+use smallvec::SmallVec;
 use std::ffi::{c_char, c_void};
 
 /// Receives each asynchronous error once: the queue, the status, a
@@ -168,7 +169,7 @@ unsafe fn args_from<'a>(
     args: *const syrah_kernel_arg,
     count: usize,
     accessor_ptrs: &[usize],
-) -> Result<Vec<Arg<'a>>> {
+) -> Result<SmallVec<[Arg<'a>; 8]>> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(args, count, "args") }?;
     raw.iter()
@@ -306,7 +307,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
-        let mut buffers = Vec::new();
+        let mut buffers = SmallVec::new();
         // SAFETY: forwarded contract.
         let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
         // Cheap checks first, so a bad launch moves no data.
@@ -315,11 +316,10 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         q.precheck(k, &nd, arg_count)?;
         // SAFETY: forwarded contract.
         let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
-        let (waits, prepared) = q.prepare_accesses(&reqs)?;
-        let ptrs: Vec<usize> = prepared.iter().map(|p| p.ptr).collect();
+        let prepared = q.prepare_accesses(&reqs, &mut deps)?;
+        let ptrs: SmallVec<[usize; 8]> = prepared.iter().map(|p| p.ptr).collect();
         // SAFETY: forwarded contract.
         let a = unsafe { args_from(args, arg_count, &ptrs) }?;
-        deps.extend(waits);
         let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();
         let keep: Option<Box<dyn std::any::Any + Send>> = if keep.is_empty() {
             None

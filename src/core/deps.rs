@@ -52,6 +52,15 @@ impl<T: Clone> Tracker<T> {
             .collect()
     }
 
+    /// Calls `f` with each recorded access a new access must wait for.
+    pub fn for_each_conflict(&self, pages: &Box3, write: bool, mut f: impl FnMut(&T)) {
+        for a in &self.entries {
+            if (write || a.write) && a.pages.overlaps(pages) {
+                f(&a.token);
+            }
+        }
+    }
+
     /// Tokens of every recorded access overlapping `pages`, reads included
     /// (what a copy into an allocation must wait for).
     pub fn overlapping(&self, pages: &Box3) -> Vec<T> {

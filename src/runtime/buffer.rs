@@ -14,9 +14,13 @@ use crate::core::registry::AllocKind;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Dependencies of one command, kept inline while few.
+pub type Deps = SmallVec<[Arc<Event>; 8]>;
 
 /// Access modes of accessors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +160,8 @@ struct State {
     tracker: Tracker<Token>,
     /// Tracker length at which finished accesses are next looked for.
     prune_at: usize,
+    /// Some page has been current somewhere: without that, nothing moves.
+    has_data: bool,
     stats: Stats,
 }
 
@@ -333,6 +339,7 @@ impl Buffer {
                 devs: Vec::new(),
                 tracker: Tracker::new(),
                 prune_at: PRUNE_MIN,
+                has_data: false,
                 stats: Stats::default(),
             }),
         });
@@ -346,6 +353,7 @@ impl Buffer {
                         writable: true,
                     };
                     st.bits[0].fill(true);
+                    st.has_data = true;
                 }
                 Ownership::ReadOnly => {
                     st.host = HostMem::User {
@@ -353,6 +361,7 @@ impl Buffer {
                         writable: false,
                     };
                     st.bits[0].fill(true);
+                    st.has_data = true;
                 }
                 Ownership::CopyIn => {
                     let p = storage.alloc_host(geom.bytes())?;
@@ -367,6 +376,7 @@ impl Buffer {
                     };
                     st.host = HostMem::Owned { ptr: p };
                     st.bits[0].fill(true);
+                    st.has_data = true;
                 }
             }
         }
@@ -688,7 +698,7 @@ fn fetch(
     q: Option<&Queue>,
 ) -> Result<Vec<Arc<Event>>> {
     let g = s.geom;
-    if pages::all_set(&g, &st.bits[target], want) {
+    if !st.has_data || pages::all_set(&g, &st.bits[target], want) {
         return Ok(Vec::new());
     }
     let target_ctx = if target == 0 {
@@ -963,14 +973,13 @@ impl Queue {
     pub fn prepare_accesses(
         &self,
         reqs: &[AccessReq<'_>],
-    ) -> Result<(Vec<Arc<Event>>, Vec<Prepared>)> {
-        let mut waits = Vec::new();
-        let mut prepared = Vec::with_capacity(reqs.len());
+        waits: &mut Deps,
+    ) -> Result<SmallVec<[Prepared; 4]>> {
         // Storages are locked one at a time in id order; each accessor's
         // work is done under its storage's lock.
-        let mut order: Vec<usize> = (0..reqs.len()).collect();
+        let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
         order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
-        let mut slots: Vec<Option<Prepared>> = (0..reqs.len()).map(|_| None).collect();
+        let mut slots: SmallVec<[Option<Prepared>; 4]> = (0..reqs.len()).map(|_| None).collect();
         for i in order {
             let r = &reqs[i];
             let s = r.buffer.owner.storage.clone();
@@ -978,10 +987,22 @@ impl Queue {
             let mut st = s.state.lock();
             prune_if(&mut st, false);
             let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
-            let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
-            waits.extend(token_events(&conflicts, &self.ctx)?);
-            for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
-                waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
+            let mut gate_err = None;
+            st.tracker
+                .for_each_conflict(&pages, r.mode.writes(), |t| match t {
+                    Token::Cmd(e) => waits.push(e.clone()),
+                    Token::Host(h) => match h.gate(&self.ctx) {
+                        Ok(e) => waits.push(e),
+                        Err(e) => gate_err = Some(e),
+                    },
+                });
+            if let Some(e) = gate_err {
+                return Err(e);
+            }
+            if st.has_data && !pages::all_set(&s.geom, &st.bits[alloc], &pages) {
+                for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
+                    waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
+                }
             }
             let ptr = st.devs[alloc - 1].ptr + r.buffer.view.byte_offset(r.offset);
             drop(st);
@@ -993,10 +1014,7 @@ impl Queue {
                 ptr,
             });
         }
-        for p in slots.into_iter().flatten() {
-            prepared.push(p);
-        }
-        Ok((waits, prepared))
+        Ok(slots.into_iter().flatten().collect())
     }
 
     /// Records a command that used prepared accessors.
@@ -1014,6 +1032,7 @@ impl Queue {
                 for (i, b) in st.bits.iter_mut().enumerate() {
                     pages::set_box(&g, b, &p.pages, i == p.alloc);
                 }
+                st.has_data = true;
             }
         }
     }
@@ -1079,6 +1098,7 @@ impl Buffer {
             for (i, b) in st.bits.iter_mut().enumerate() {
                 pages::set_box(&g, b, &pages, i == 0);
             }
+            st.has_data = true;
         }
         let ptr = host + self.view.byte_offset(offset);
         drop(st);

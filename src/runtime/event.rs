@@ -6,6 +6,7 @@ use crate::opencl::ffi::*;
 use crate::opencl::info;
 use crate::opencl::loader::{api, check, cl_error_name};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -30,7 +31,7 @@ pub struct Event {
     pub user: bool,
     /// Commands this one waited for, kept until its outcome is known so a
     /// failed dependency marks it failed on every driver alike.
-    deps: Mutex<Vec<Arc<Event>>>,
+    deps: Mutex<SmallVec<[Arc<Event>; 8]>>,
     /// 0 while unknown, then OUTCOME_OK or OUTCOME_FAILED.
     outcome: AtomicU8,
     failure: Mutex<Option<Error>>,
@@ -67,7 +68,7 @@ impl Event {
         ctx_id: u64,
         what: Arc<str>,
         profiling: bool,
-        deps: Vec<Arc<Event>>,
+        deps: SmallVec<[Arc<Event>; 8]>,
     ) -> Arc<Event> {
         Arc::new(Event {
             cl,
@@ -150,7 +151,7 @@ impl Event {
             reported: AtomicBool::new(false),
             profiling: false,
             user: true,
-            deps: Mutex::new(Vec::new()),
+            deps: Mutex::new(SmallVec::new()),
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
@@ -186,6 +187,11 @@ impl Event {
             return Err(Error::invalid("the user event was already completed"));
         }
         check(rc, "clSetUserEventStatus")
+    }
+
+    /// True when the outcome is already known to be success (no query).
+    pub fn is_settled_ok(&self) -> bool {
+        self.outcome.load(Ordering::Acquire) == OUTCOME_OK
     }
 
     pub fn set_gated(&self, on: bool) {

@@ -16,6 +16,7 @@ use crate::core::error::{Error, Result, Status};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -218,7 +219,7 @@ impl Queue {
     ) -> Result<Arc<Event>> {
         let api = api()?;
         let mut lanes = self.lanes.lock();
-        let mut all: Vec<Arc<Event>> = deps.to_vec();
+        let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         if let Some(b) = &lanes.barrier {
             if b.is_done() {
                 lanes.barrier = None;
@@ -229,14 +230,22 @@ impl Queue {
         let blocking = all.iter().any(|d| d.blocks());
         let i = self.pick_lane(&mut lanes, &all, blocking)?;
         let tail = lanes.list[i].tail.clone();
-        let needed: Vec<Arc<Event>> = all
-            .iter()
-            .filter(|d| !tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d)))
-            .cloned()
-            .collect();
-        let wl = self.wait_list(&needed)?;
+        let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
+        for d in &all {
+            if tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d)) {
+                continue;
+            }
+            if d.ctx_id == self.ctx.id {
+                wl.push(d.cl);
+            } else {
+                d.wait()?;
+            }
+        }
         let mut cl: cl_event = std::ptr::null_mut();
         enqueue(lanes.list[i].cl, &wl, &mut cl)?;
+        // Only dependencies that are still running can make this command's
+        // outcome depend on theirs.
+        all.retain(|d| !d.is_settled_ok());
         let ev = Event::new(cl, self.ctx.id, what.into(), self.profiling, all);
         ev.set_gated(blocking);
         let lane = &mut lanes.list[i];
