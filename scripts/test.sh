@@ -55,11 +55,13 @@ echo "libsyrah loads no OpenCL library at link time and exports $(nm -D --define
 
 "$SYRAH_PREFIX/bin/syrah-info"
 
+# Two PoCL devices in one platform, plus Intel's CPU runtime: two platforms.
+export POCL_DEVICES="pthread pthread"
+
 echo "== C ABI tests"
 cmake -S c-tests -B build/c-tests -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/c-tests -j "$(nproc)"
-# Two PoCL devices in one platform, plus Intel's CPU runtime: two platforms.
-POCL_DEVICES="pthread pthread" ctest --test-dir build/c-tests --output-on-failure
+ctest --test-dir build/c-tests --output-on-failure
 
 echo "== examples on every device"
 cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
