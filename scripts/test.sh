@@ -80,5 +80,18 @@ for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
     fi
   done
 done
+# The buffer examples again with every device run as if it had no USM.
+for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
+  for e in stencil_two_devices matmul_tiled; do
+    if SYRAH_FORCE_USM=none SYRAH_DEVICE=$dev build/examples/$e > "build/examples/$e.$dev.nousm.log" 2>&1; then
+      passed=$((passed + 1))
+      echo "ok   $e on device $dev without USM: $(tail -1 "build/examples/$e.$dev.nousm.log")"
+    else
+      failed=$((failed + 1))
+      echo "FAIL $e on device $dev without USM:"
+      cat "build/examples/$e.$dev.nousm.log"
+    fi
+  done
+done
 echo "examples: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -233,11 +233,12 @@ pub unsafe extern "C" fn syrah_device_get_info_u64(
             SYRAH_DEVICE_INFO_OUT_OF_ORDER => u64::from(d.out_of_order),
             SYRAH_DEVICE_INFO_PROFILING => u64::from(d.profiling),
             SYRAH_DEVICE_INFO_BUFFER_RECT_COPIES => {
-                if d.usm.device {
+                // Without USM the allocations are memory objects: always.
+                if !d.usm.device {
+                    1
+                } else {
                     let ctx = crate::runtime::context::Context::create(&[d])?;
                     u64::from(crate::runtime::buffer::views_work(&ctx, d))
-                } else {
-                    0
                 }
             }
             other if other < 100 => {

@@ -168,7 +168,7 @@ unsafe fn check_args(args: *const syrah_kernel_arg, count: usize, accessors: usi
 unsafe fn args_from<'a>(
     args: *const syrah_kernel_arg,
     count: usize,
-    accessor_ptrs: &[usize],
+    accessor_ptrs: &[(usize, Option<usize>)],
 ) -> Result<SmallVec<[Arg<'a>; 8]>> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(args, count, "args") }?;
@@ -197,7 +197,10 @@ unsafe fn args_from<'a>(
             SYRAH_ARG_LOCAL => Ok(Arg::Local(a.size)),
             SYRAH_ARG_ACCESSOR => accessor_ptrs
                 .get(a.size)
-                .map(|&p| Arg::Usm(p as *const c_void))
+                .map(|&(p, m)| match m {
+                    Some(m) => Arg::Mem(m as crate::opencl::ffi::cl_mem),
+                    None => Arg::Usm(p as *const c_void),
+                })
                 .ok_or_else(|| {
                     Error::new(
                         Status::KernelArguments,
@@ -317,7 +320,8 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         // SAFETY: forwarded contract.
         let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
         let prepared = q.prepare_accesses(&reqs, &mut deps)?;
-        let ptrs: SmallVec<[usize; 8]> = prepared.iter().map(|p| p.ptr).collect();
+        let ptrs: SmallVec<[(usize, Option<usize>); 8]> =
+            prepared.iter().map(|p| (p.ptr, p.mem)).collect();
         // SAFETY: forwarded contract.
         let a = unsafe { args_from(args, arg_count, &ptrs) }?;
         let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();

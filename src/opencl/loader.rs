@@ -103,6 +103,9 @@ cl_table! {
         clCreateBuffer: fn(cl_context, cl_mem_flags, usize, *mut c_void, *mut cl_int) -> cl_mem;
         clReleaseMemObject: fn(cl_mem) -> cl_int;
         clEnqueueReadBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clEnqueueWriteBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *const c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clEnqueueCopyBuffer: fn(cl_command_queue, cl_mem, cl_mem, usize, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
+        clCreateSubBuffer: fn(cl_mem, cl_mem_flags, cl_uint, *const c_void, *mut cl_int) -> cl_mem;
         clEnqueueReadBufferRect: fn(cl_command_queue, cl_mem, cl_bool, *const usize, *const usize, *const usize, usize, usize, usize, usize, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueWriteBufferRect: fn(cl_command_queue, cl_mem, cl_bool, *const usize, *const usize, *const usize, usize, usize, usize, usize, *const c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueCopyBufferRect: fn(cl_command_queue, cl_mem, cl_mem, *const usize, *const usize, *const usize, usize, usize, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;

@@ -7,6 +7,7 @@ use super::context::Context;
 use super::event::Event;
 use super::platform::Device;
 use super::queue::Queue;
+use crate::core::aspects::UsmStrategy;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3, Geometry, PageBits};
@@ -102,6 +103,9 @@ struct DevAlloc {
     /// A `cl_mem` over the same memory, for rectangular copies, where the
     /// device honours it (see `views_work`).
     mem: Option<usize>,
+    /// Sub-buffers of `mem` by origin, for accessors at an offset on a
+    /// device without USM.
+    subs: Vec<(usize, usize)>,
     /// Queue for copies out of this allocation, made on first need.
     queue: Option<Arc<Queue>>,
 }
@@ -245,6 +249,11 @@ impl Drop for Storage {
         let host = std::mem::replace(&mut st.host, HostMem::None);
         if let Ok(api) = api() {
             for d in devs {
+                for (_, m) in d.subs {
+                    // SAFETY: sub-buffers made by clCreateSubBuffer, each
+                    // released once, before their parent.
+                    unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+                }
                 if let Some(m) = d.mem {
                     // SAFETY: the view was made by clCreateBuffer and is
                     // released once, before the memory under it is freed.
@@ -476,7 +485,17 @@ impl Buffer {
         let s = &self.owner.storage;
         let mut st = s.state.lock();
         let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
-        Ok(st.devs[i - 1].ptr as *mut c_void)
+        let p = st.devs[i - 1].ptr;
+        if p == 0 {
+            return Err(Error::new(
+                Status::FeatureNotSupported,
+                format!(
+                    "device {} has no USM: its allocation of the buffer is a plain memory object, not a pointer",
+                    q.device.label()
+                ),
+            ));
+        }
+        Ok(p as *mut c_void)
     }
 }
 
@@ -494,21 +513,90 @@ fn ensure_dev(
     {
         return Ok(i + 1);
     }
-    let p = ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0)?;
-    let mem = if views_work(ctx, device) {
-        make_view(ctx, p, s.geom.bytes())
+    let (p, mem) = if ctx.strategy == UsmStrategy::None {
+        // No USM: a plain memory object is the allocation.
+        let api = api()?;
+        let mut err = CL_SUCCESS;
+        // SAFETY: live context; no host pointer.
+        let m = unsafe {
+            (api.clCreateBuffer)(
+                ctx.cl,
+                CL_MEM_READ_WRITE,
+                s.geom.bytes(),
+                std::ptr::null_mut(),
+                &mut err,
+            )
+        };
+        if m.is_null() || err != CL_SUCCESS {
+            return Err(Error::opencl(
+                err,
+                &format!("clCreateBuffer of {} bytes", s.geom.bytes()),
+            ));
+        }
+        (std::ptr::null_mut(), Some(m as usize))
     } else {
-        None
+        let p = ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0)?;
+        let mem = if views_work(ctx, device) {
+            make_view(ctx, p, s.geom.bytes())
+        } else {
+            None
+        };
+        (p, mem)
     };
     st.devs.push(DevAlloc {
         ctx: ctx.clone(),
         device,
         ptr: p as usize,
         mem,
+        subs: Vec::new(),
         queue: None,
     });
     st.bits.push(pages::new_bits(&s.geom, false));
     Ok(st.devs.len())
+}
+
+/// The memory object of a no-USM allocation seen from byte `off` on.
+fn sub_buffer(s: &Storage, d: &mut DevAlloc, off: usize) -> Result<usize> {
+    let base = d
+        .mem
+        .ok_or_else(|| Error::new(Status::Internal, "allocation without memory object"))?;
+    if off == 0 {
+        return Ok(base);
+    }
+    if let Some(&(_, m)) = d.subs.iter().find(|(o, _)| *o == off) {
+        return Ok(m);
+    }
+    if off % d.device.base_align != 0 {
+        return Err(Error::new(
+            Status::FeatureNotSupported,
+            format!(
+                "an accessor starting {off} bytes into the buffer needs a sub-buffer on device {}, \
+                 which has no USM, and sub-buffers must start at multiples of its base address \
+                 alignment of {} bytes",
+                d.device.label(),
+                d.device.base_align
+            ),
+        ));
+    }
+    let api = api()?;
+    let region = [off, s.geom.bytes() - off];
+    let mut err = CL_SUCCESS;
+    // SAFETY: `base` is a live buffer; the region lies inside it and its
+    // origin is aligned as the device requires.
+    let m = unsafe {
+        (api.clCreateSubBuffer)(
+            base as cl_mem,
+            CL_MEM_READ_WRITE,
+            0x1220,
+            region.as_ptr().cast(),
+            &mut err,
+        )
+    };
+    if m.is_null() || err != CL_SUCCESS {
+        return Err(Error::opencl(err, "clCreateSubBuffer"));
+    }
+    d.subs.push((off, m as usize));
+    Ok(m as usize)
 }
 
 /// A `cl_mem` using the USM memory at `p` as its storage.
@@ -835,20 +923,27 @@ fn fetch_one(
         events.push(ev);
         count(st, region.iter().product());
     } else {
+        // A side with no pointer (a device without USM) is copied through
+        // its memory object.
+        let pointers = (target == 0 || dst_base != 0) && (src == 0 || src_base != 0);
         for &(off, len) in runs {
-            // SAFETY: both bases are allocations of the buffer's full size
-            // and the runs lie inside them; the storage outlives the copy
-            // (see Storage's drop).
-            let ev = unsafe {
-                queue.copy_raw(
-                    (dst_base + off) as *mut c_void,
-                    (src_base + off) as *const c_void,
-                    len,
-                    deps,
-                    format!("buffer copy of {len} bytes"),
-                    None,
-                )
-            }?;
+            let ev = if pointers {
+                // SAFETY: both bases are allocations of the buffer's full
+                // size and the runs lie inside them; the storage outlives
+                // the copy (see Storage's drop).
+                unsafe {
+                    queue.copy_raw(
+                        (dst_base + off) as *mut c_void,
+                        (src_base + off) as *const c_void,
+                        len,
+                        deps,
+                        format!("buffer copy of {len} bytes"),
+                        None,
+                    )
+                }?
+            } else {
+                queue.copy_mem((dst_mem, dst_base), (src_mem, src_base), off, len, deps)?
+            };
             events.push(ev);
             count(st, len);
         }
@@ -883,11 +978,79 @@ pub struct Prepared {
     pub pages: Box3,
     pub write: bool,
     pub alloc: usize,
-    /// Pointer to the accessor's first element on the device.
+    /// Pointer to the accessor's first element on the device (0 on a
+    /// device without USM).
     pub ptr: usize,
+    /// On a device without USM: the memory object starting at the
+    /// accessor's first element.
+    pub mem: Option<usize>,
 }
 
 impl Queue {
+    /// One linear copy between a buffer's allocations where a device side
+    /// is a memory object (`mem`) and the host side a pointer.
+    fn copy_mem(
+        &self,
+        dst: (Option<usize>, usize),
+        src: (Option<usize>, usize),
+        off: usize,
+        len: usize,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        self.submit(
+            deps,
+            format!("buffer copy of {len} bytes"),
+            None,
+            |q, wl, ev| {
+                let wptr = super::queue::ptr_or_null(wl);
+                let n = wl.len() as cl_uint;
+                // SAFETY: memory objects and host storage cover the buffer's
+                // bytes and the run lies inside; the wait list is of this
+                // context; the host storage outlives the copy.
+                let rc = unsafe {
+                    match (dst.0, src.0) {
+                        (Some(d), Some(sm)) => (api.clEnqueueCopyBuffer)(
+                            q,
+                            sm as cl_mem,
+                            d as cl_mem,
+                            off,
+                            off,
+                            len,
+                            n,
+                            wptr,
+                            ev,
+                        ),
+                        (Some(d), None) => (api.clEnqueueWriteBuffer)(
+                            q,
+                            d as cl_mem,
+                            CL_FALSE,
+                            off,
+                            len,
+                            (src.1 + off) as *const c_void,
+                            n,
+                            wptr,
+                            ev,
+                        ),
+                        (None, Some(sm)) => (api.clEnqueueReadBuffer)(
+                            q,
+                            sm as cl_mem,
+                            CL_FALSE,
+                            off,
+                            len,
+                            (dst.1 + off) as *mut c_void,
+                            n,
+                            wptr,
+                            ev,
+                        ),
+                        (None, None) => CL_INVALID_OPERATION,
+                    }
+                };
+                check(rc, "buffer copy")
+            },
+        )
+    }
+
     /// One rectangular copy between a buffer's allocations: device sides
     /// are `cl_mem` views, the host side is a pointer (`mem` None).
     #[allow(clippy::too_many_arguments)]
@@ -1004,7 +1167,12 @@ impl Queue {
                     waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
                 }
             }
-            let ptr = st.devs[alloc - 1].ptr + r.buffer.view.byte_offset(r.offset);
+            let off = r.buffer.view.byte_offset(r.offset);
+            let (ptr, mem) = if st.devs[alloc - 1].ptr != 0 {
+                (st.devs[alloc - 1].ptr + off, None)
+            } else {
+                (0, Some(sub_buffer(&s, &mut st.devs[alloc - 1], off)?))
+            };
             drop(st);
             slots[i] = Some(Prepared {
                 storage: s,
@@ -1012,6 +1180,7 @@ impl Queue {
                 write: r.mode.writes(),
                 alloc,
                 ptr,
+                mem,
             });
         }
         Ok(slots.into_iter().flatten().collect())

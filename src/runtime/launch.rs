@@ -20,6 +20,8 @@ pub enum Arg<'a> {
     Usm(*const c_void),
     /// Group-local memory of this many bytes.
     Local(usize),
+    /// A `cl_mem` (a buffer's allocation on a device without USM).
+    Mem(cl_mem),
 }
 
 /// Whether `SYRAH_VALIDATE=1` asked for the expensive checks.
@@ -121,7 +123,7 @@ impl Queue {
                         }
                     }
                 }
-                Arg::Scalar(_) => {}
+                Arg::Scalar(_) | Arg::Mem(_) => {}
             }
         }
         check_local_memory(
@@ -154,6 +156,15 @@ impl Queue {
                     Arg::Local(n) => unsafe {
                         (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null())
                     },
+                    // SAFETY: a live memory object passed by value.
+                    Arg::Mem(m) => unsafe {
+                        (api.clSetKernelArg)(
+                            kernel.cl,
+                            idx,
+                            std::mem::size_of::<cl_mem>(),
+                            (m as *const cl_mem).cast(),
+                        )
+                    },
                     Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
                         // SAFETY: the extension takes any USM pointer value.
                         (Some(f), _) => unsafe {
@@ -177,6 +188,7 @@ impl Queue {
                                 Arg::Scalar(b) => format!("value of {} bytes", b.len()),
                                 Arg::Local(n) => format!("{n} bytes of local memory"),
                                 Arg::Usm(p) => format!("USM pointer {p:?}"),
+                                Arg::Mem(_) => "buffer accessor".to_string(),
                             },
                             kernel.name,
                             cl_error_name(rc)

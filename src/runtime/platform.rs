@@ -39,6 +39,8 @@ pub struct Device {
     pub global_mem_size: u64,
     pub max_mem_alloc_size: u64,
     pub max_clock_mhz: u32,
+    /// Alignment of sub-buffer origins, in bytes.
+    pub base_align: usize,
     pub limits: Limits,
     pub fp64: bool,
     pub out_of_order: bool,
@@ -253,7 +255,12 @@ fn load_device(
             0
         },
     };
-    let strategy = choose_strategy(&caps);
+    // SYRAH_FORCE_USM=none runs a device as if it had no USM (plain cl_mem
+    // buffers only), to exercise that path on any machine.
+    let strategy = match std::env::var("SYRAH_FORCE_USM").as_deref() {
+        Ok("none") => UsmStrategy::None,
+        _ => choose_strategy(&caps),
+    };
     let usm = usm_support(strategy, &caps);
     let double_fp: cl_ulong = info::device_scalar_or(api, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0);
     Ok(Device {
@@ -273,6 +280,11 @@ fn load_device(
         global_mem_size: info::device_scalar_or(api, id, CL_DEVICE_GLOBAL_MEM_SIZE, 0),
         max_mem_alloc_size: info::device_scalar_or(api, id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, 0),
         max_clock_mhz: info::device_scalar_or(api, id, CL_DEVICE_MAX_CLOCK_FREQUENCY, 0),
+        base_align:
+            (info::device_scalar_or::<cl_uint>(api, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 1024)
+                as usize
+                / 8)
+            .max(1),
         limits: Limits {
             max_work_group_size: info::device_scalar_or(api, id, CL_DEVICE_MAX_WORK_GROUP_SIZE, 1),
             max_work_item_sizes: [item(0), item(1), item(2)],
