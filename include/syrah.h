@@ -73,6 +73,11 @@ typedef struct syrah_event syrah_event;
  */
 typedef struct syrah_host_accessor syrah_host_accessor;
 
+/*
+ What a running task can see: its queue and its accessors' host memory.
+ */
+typedef struct syrah_host_task_context syrah_host_task_context;
+
 typedef struct syrah_kernel syrah_kernel;
 
 /*
@@ -169,6 +174,28 @@ typedef struct {
 typedef uint32_t syrah_access_mode;
 
 /*
+ One buffer requirement of a command group: which buffer, how it is
+ accessed, and the element range (offset and extent per dimension, as in
+ the buffer's `range`; `range` all zero means the whole buffer). A kernel
+ argument `SYRAH_ARG_ACCESSOR` receives a pointer to the element at
+ `offset`; rows are `range[last] * element_size` bytes apart in the
+ buffer, slices `range[1] * range[2] * element_size` (the buffer's own
+ pitches, see `syrah_buffer_get_info`).
+ */
+typedef struct {
+  const syrah_buffer *buffer;
+  syrah_access_mode mode;
+  size_t offset[3];
+  size_t range[3];
+} syrah_accessor;
+
+/*
+ Called once an explicit copy no longer needs its host memory, with the
+ host pointer and the user data (on a runtime or driver thread).
+ */
+typedef void (*syrah_host_release_fn)(void*, void*);
+
+/*
  Platform queries (strings).
  */
 typedef uint32_t syrah_platform_info;
@@ -205,6 +232,27 @@ typedef uint32_t syrah_event_status;
  Profiling timestamps, in nanoseconds of the device's clock.
  */
 typedef uint32_t syrah_profiling_info;
+
+/*
+ A host task: a function run on a runtime thread with the group's
+ context and its user data. It returns `SYRAH_SUCCESS`, or another status
+ to report failure (which becomes an asynchronous error of the group,
+ with this thread's last Syrah error message if it set one).
+ */
+typedef syrah_status (*syrah_host_task_fn)(const syrah_host_task_context*, void*);
+
+/*
+ One host task of a group.
+ */
+typedef struct {
+  syrah_host_task_fn run;
+  void *user_data;
+} syrah_host_task;
+
+/*
+ Native objects a host task can reach.
+ */
+typedef uint32_t syrah_native;
 
 /*
  Kernel queries for `syrah_kernel_get_info`.
@@ -250,22 +298,6 @@ typedef struct {
 } syrah_kernel_arg;
 
 /*
- One buffer requirement of a command group: which buffer, how it is
- accessed, and the element range (offset and extent per dimension, as in
- the buffer's `range`; `range` all zero means the whole buffer). A kernel
- argument `SYRAH_ARG_ACCESSOR` receives a pointer to the element at
- `offset`; rows are `range[last] * element_size` bytes apart in the
- buffer, slices `range[1] * range[2] * element_size` (the buffer's own
- pitches, see `syrah_buffer_get_info`).
- */
-typedef struct {
-  const syrah_buffer *buffer;
-  syrah_access_mode mode;
-  size_t offset[3];
-  size_t range[3];
-} syrah_accessor;
-
-/*
  Kinds of USM allocation (`syrah_get_pointer_type`).
  */
 typedef uint32_t syrah_usm_alloc;
@@ -279,6 +311,21 @@ typedef uint32_t syrah_device_type;
  How a device provides USM.
  */
 typedef uint32_t syrah_usm_strategy;
+
+/*
+ The `cl_command_queue` of the queue's device.
+ */
+#define SYRAH_NATIVE_QUEUE 1
+
+/*
+ The `cl_context` of the queue.
+ */
+#define SYRAH_NATIVE_CONTEXT 2
+
+/*
+ The `cl_device_id` of the queue's device.
+ */
+#define SYRAH_NATIVE_DEVICE 3
 
 #define SYRAH_SUCCESS 0
 
@@ -742,6 +789,63 @@ syrah_status syrah_buffer_host_access(const syrah_buffer *buffer,
 syrah_status syrah_host_accessor_release(syrah_host_accessor *accessor);
 
 /*
+ Copies the accessor's elements from the buffer into `destination`,
+ packed contiguously (row after row), after `dependencies` and earlier
+ conflicting commands. The accessor's mode must read: read, read_write or
+ discard_read_write. `destination` must hold the accessor's bytes until
+ the copy completes; then `release(destination, user_data)` is called if
+ given.
+ */
+syrah_status syrah_queue_copy_from_accessor(const syrah_queue *queue,
+                                            const syrah_accessor *source,
+                                            void *destination,
+                                            syrah_host_release_fn release,
+                                            void *user_data,
+                                            const syrah_event *const *dependencies,
+                                            size_t dependency_count,
+                                            syrah_event **out_event);
+
+/*
+ Copies packed elements from `source` into the accessor's elements of the
+ buffer. The accessor's mode must write: write, read_write, discard_write
+ or discard_read_write. `source` must stay valid until the copy completes;
+ then `release(source, user_data)` is called if given.
+ */
+syrah_status syrah_queue_copy_to_accessor(const syrah_queue *queue,
+                                          const void *source,
+                                          const syrah_accessor *destination,
+                                          syrah_host_release_fn release,
+                                          void *user_data,
+                                          const syrah_event *const *dependencies,
+                                          size_t dependency_count,
+                                          syrah_event **out_event);
+
+/*
+ Copies one accessor's elements into another's (same buffers or not):
+ both must have the same element size and extents. The source's mode
+ must read, the destination's must write.
+ */
+syrah_status syrah_queue_copy_accessor(const syrah_queue *queue,
+                                       const syrah_accessor *source,
+                                       const syrah_accessor *destination,
+                                       const syrah_event *const *dependencies,
+                                       size_t dependency_count,
+                                       syrah_event **out_event);
+
+/*
+ Fills the accessor's elements with `pattern` repeated; `pattern_size` is
+ 1, 2, 4, 8, 16, 32, 64 or 128 bytes and divides the element size. The
+ accessor's mode must write.
+ */
+syrah_status syrah_queue_fill_accessor(const syrah_queue *queue,
+                                       const syrah_accessor *destination,
+                                       const void *pattern,
+                                       size_t pattern_size,
+                                       const syrah_event *const *dependencies,
+                                       size_t dependency_count,
+                                       syrah_event **out_event);
+
+/*
  Creates a context over `count` devices of one platform. The caller owns
  the new context and releases it with `syrah_context_release`.
  */
@@ -913,6 +1017,51 @@ syrah_status syrah_event_retain(syrah_event *event);
  Drops a reference to an event. The command itself is unaffected.
  */
 syrah_status syrah_event_release(syrah_event *event);
+
+/*
+ Submits a group of `task_count` host tasks that run, in order, on a
+ runtime thread (never the calling one) once `dependencies` and every
+ earlier conflicting command are done and the accessors' data is current
+ on the host; commands that depend on the group run after it. Returns at
+ once. Inside, `syrah_host_task_get_pointer` gives the accessors' host
+ memory. A group holds host tasks only: kernels go through
+ `syrah_queue_submit_kernel`.
+ */
+syrah_status syrah_queue_submit_host_tasks(const syrah_queue *queue,
+                                           const syrah_accessor *accessors,
+                                           size_t accessor_count,
+                                           const syrah_host_task *tasks,
+                                           size_t task_count,
+                                           const syrah_event *const *dependencies,
+                                           size_t dependency_count,
+                                           syrah_event **out_event);
+
+/*
+ Host memory of accessor `index` of the running group: a pointer to its
+ first element, with the buffer's pitches. Valid while the task runs.
+ */
+syrah_status syrah_host_task_get_pointer(const syrah_host_task_context *context,
+                                         size_t index,
+                                         void **out_pointer);
+
+/*
+ A native OpenCL object of the group's queue (`SYRAH_NATIVE_*`), for
+ interoperation. Syrah keeps ownership: do not release it.
+ */
+syrah_status syrah_host_task_get_native(const syrah_host_task_context *context,
+                                        syrah_native which,
+                                        void **out_object);
+
+/*
+ The buffer of accessor `index` on the queue's device: its USM pointer
+ (`*out_is_usm` true) or, on a device without USM, its `cl_mem`; made if
+ the device had no allocation yet. Its contents are not synchronised with
+ the host data the task sees.
+ */
+syrah_status syrah_host_task_get_native_buffer(const syrah_host_task_context *context,
+                                               size_t index,
+                                               void **out_object,
+                                               bool *out_is_usm);
 
 /*
  Builds OpenCL C `source` (NUL-terminated) for every device of `context`

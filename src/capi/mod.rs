@@ -14,6 +14,7 @@ pub mod buffer;
 pub mod context;
 pub mod device;
 pub mod event;
+pub mod host_task;
 pub mod program;
 pub mod queue;
 pub mod types;
@@ -35,6 +36,23 @@ thread_local! {
 fn set_last_error(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Forgets this thread's last error message.
+pub(crate) fn clear_last_error() {
+    LAST_ERROR.with(|e| *e.borrow_mut() = CString::default());
+}
+
+/// ": <message>" when this thread's last call failed with a message.
+pub(crate) fn last_error_suffix() -> String {
+    LAST_ERROR.with(|e| {
+        let m = e.borrow();
+        if m.as_bytes().is_empty() {
+            String::new()
+        } else {
+            format!(": {}", m.to_string_lossy())
+        }
+    })
 }
 
 /// Runs `f`, turning its error or panic into a status and a message.

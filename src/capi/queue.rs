@@ -320,8 +320,10 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         // SAFETY: forwarded contract.
         let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
         let prepared = q.prepare_accesses(&reqs, &mut deps)?;
-        let ptrs: SmallVec<[(usize, Option<usize>); 8]> =
-            prepared.iter().map(|p| (p.ptr, p.mem)).collect();
+        let ptrs = prepared
+            .iter()
+            .map(|p| Ok((p.ptr, p.arg_mem()?)))
+            .collect::<Result<SmallVec<[(usize, Option<usize>); 8]>>>()?;
         // SAFETY: forwarded contract.
         let a = unsafe { args_from(args, arg_count, &ptrs) }?;
         let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();

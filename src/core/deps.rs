@@ -86,8 +86,25 @@ impl<T: Clone> Tracker<T> {
         token: T,
         ordered_before: impl Fn(&T) -> bool,
     ) {
-        self.entries
-            .retain(|a| !(pages.contains(&a.pages) && (write || ordered_before(&a.token))));
+        self.record_filtered(pages, write, token, ordered_before, |_| true);
+    }
+
+    /// [`Tracker::record_ordered`], never dropping an access for which
+    /// `droppable` is false (one that is not a command, e.g. a held host
+    /// accessor, which nothing enqueued can stand in for).
+    pub fn record_filtered(
+        &mut self,
+        pages: Box3,
+        write: bool,
+        token: T,
+        ordered_before: impl Fn(&T) -> bool,
+        droppable: impl Fn(&T) -> bool,
+    ) {
+        self.entries.retain(|a| {
+            !(pages.contains(&a.pages)
+                && (write || ordered_before(&a.token))
+                && droppable(&a.token))
+        });
         self.entries.push(Access {
             pages,
             write,
@@ -163,6 +180,15 @@ mod tests {
         // A read of fewer pages does not replace a wider one.
         t.record_ordered(b(0, 1), false, (0, 1000), |&(l, _)| l == 0);
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn undroppable_entries_survive_covering_writes() {
+        let mut t = Tracker::new();
+        t.record(b(0, 4), false, 1);
+        t.record(b(0, 2), false, 2);
+        t.record_filtered(b(0, 4), true, 3, |_| false, |&x| x != 2);
+        assert_eq!(t.tokens(), vec![2, 3]);
     }
 
     #[test]

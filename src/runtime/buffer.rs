@@ -479,6 +479,20 @@ impl Buffer {
         self.owner.storage.state.lock().stats
     }
 
+    /// The buffer's allocation on the queue's device as a native object:
+    /// a USM pointer (true) or, without USM, its `cl_mem` (false).
+    pub fn native(&self, q: &Queue) -> Result<(*mut c_void, bool)> {
+        let s = &self.owner.storage;
+        let mut st = s.state.lock();
+        let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
+        let d = &st.devs[i - 1];
+        Ok(if d.ptr != 0 {
+            (d.ptr as *mut c_void, true)
+        } else {
+            (d.mem.unwrap_or(0) as *mut c_void, false)
+        })
+    }
+
     /// The allocation of this buffer on the queue's device (made now if it
     /// does not exist yet): valid until the buffer is destroyed.
     pub fn device_pointer(&self, q: &Queue) -> Result<*mut c_void> {
@@ -752,6 +766,22 @@ fn token_events(tokens: &[Token], ctx: &Context) -> Result<Vec<Arc<Event>>> {
         .collect()
 }
 
+/// Records an access. Covered earlier commands are forgotten when this one
+/// writes, or (for `lane` != 0) when they ran earlier on the same in-order
+/// lane; held host accessors are never forgotten this way.
+fn record(st: &mut State, pages: Box3, write: bool, token: Token, lane: u64) {
+    st.tracker.record_filtered(
+        pages,
+        write,
+        token,
+        |t| match t {
+            Token::Cmd(e) => lane != 0 && e.lane.load(Ordering::Acquire) == lane,
+            Token::Host(_) => false,
+        },
+        |t| matches!(t, Token::Cmd(_)),
+    );
+}
+
 /// Forgets finished accesses. Asking a driver about events costs time, so
 /// this only looks once the list has doubled since it last looked (or
 /// always, with `force`); finished entries left in between only add event
@@ -949,6 +979,12 @@ fn fetch_one(
         }
     }
     pages::set_box(&s.geom, &mut st.bits[target], pages, true);
+    // The copies write the target's copy of these pages: later accesses
+    // that read it (on any lane or thread) must wait for them.
+    for e in &events {
+        e.internal.store(true, Ordering::Release);
+        record(st, *pages, true, Token::Cmd(e.clone()), 0);
+    }
     Ok(events)
 }
 
@@ -981,9 +1017,22 @@ pub struct Prepared {
     /// Pointer to the accessor's first element on the device (0 on a
     /// device without USM).
     pub ptr: usize,
-    /// On a device without USM: the memory object starting at the
-    /// accessor's first element.
-    pub mem: Option<usize>,
+    /// Byte offset of the accessor's first element in the buffer.
+    pub offset: usize,
+}
+
+impl Prepared {
+    /// What a kernel argument bound to this accessor receives on a device
+    /// without USM: the memory object starting at its first element (None
+    /// where the device has USM and `ptr` serves).
+    pub fn arg_mem(&self) -> Result<Option<usize>> {
+        if self.ptr != 0 {
+            return Ok(None);
+        }
+        let mut st = self.storage.state.lock();
+        let d = &mut st.devs[self.alloc - 1];
+        sub_buffer(&self.storage, d, self.offset).map(Some)
+    }
 }
 
 impl Queue {
@@ -1168,19 +1217,15 @@ impl Queue {
                 }
             }
             let off = r.buffer.view.byte_offset(r.offset);
-            let (ptr, mem) = if st.devs[alloc - 1].ptr != 0 {
-                (st.devs[alloc - 1].ptr + off, None)
-            } else {
-                (0, Some(sub_buffer(&s, &mut st.devs[alloc - 1], off)?))
-            };
+            let base = st.devs[alloc - 1].ptr;
             drop(st);
             slots[i] = Some(Prepared {
                 storage: s,
                 pages,
                 write: r.mode.writes(),
                 alloc,
-                ptr,
-                mem,
+                ptr: if base != 0 { base + off } else { 0 },
+                offset: off,
             });
         }
         Ok(slots.into_iter().flatten().collect())
@@ -1191,11 +1236,7 @@ impl Queue {
         for p in prepared {
             let mut st = p.storage.state.lock();
             let lane = ev.lane.load(Ordering::Acquire);
-            st.tracker
-                .record_ordered(p.pages, p.write, Token::Cmd(ev.clone()), |t| match t {
-                    Token::Cmd(e) => lane != 0 && e.lane.load(Ordering::Acquire) == lane,
-                    Token::Host(_) => false,
-                });
+            record(&mut st, p.pages, p.write, Token::Cmd(ev.clone()), lane);
             if p.write {
                 let g = p.storage.geom;
                 for (i, b) in st.bits.iter_mut().enumerate() {
@@ -1204,6 +1245,71 @@ impl Queue {
                 st.has_data = true;
             }
         }
+    }
+}
+
+/// An accessor of a host-task group, prepared on the host.
+pub struct HostPrepared {
+    pub storage: Arc<Storage>,
+    pub buffer: Arc<Buffer>,
+    /// Host pointer to the accessor's first element.
+    pub ptr: usize,
+    /// Byte offset of the accessor's first element in the buffer.
+    pub offset: usize,
+}
+
+impl Queue {
+    /// Prepares host-task accessors: waits for conflicting work, brings the
+    /// pages home (copies the group then waits for) and records `done` as
+    /// the group's access.
+    pub fn prepare_host_accesses(
+        &self,
+        reqs: &[AccessReq<'_>],
+        waits: &mut Deps,
+        done: &Arc<Event>,
+    ) -> Result<Vec<HostPrepared>> {
+        let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
+        order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
+        let mut pending: Vec<(Arc<Storage>, Box3, bool)> = Vec::new();
+        let mut slots: Vec<Option<HostPrepared>> = (0..reqs.len()).map(|_| None).collect();
+        for i in order {
+            let r = &reqs[i];
+            let s = r.buffer.owner.storage.clone();
+            let pages = r.buffer.pages_of(r.offset, r.range)?;
+            let mut st = s.state.lock();
+            prune_if(&mut st, false);
+            let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
+            waits.extend(token_events(&conflicts, &self.ctx)?);
+            let host = ensure_host(&s, &mut st, r.mode.writes())?;
+            for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
+                waits.extend(fetch(&s, &mut st, 0, &part, None)?);
+            }
+            let off = r.buffer.view.byte_offset(r.offset);
+            drop(st);
+            pending.push((s.clone(), pages, r.mode.writes()));
+            slots[i] = Some(HostPrepared {
+                storage: s,
+                buffer: Arc::new(Buffer {
+                    owner: r.buffer.owner.clone(),
+                    view: r.buffer.view,
+                    dims: r.buffer.dims,
+                }),
+                ptr: host + off,
+                offset: off,
+            });
+        }
+        for (s, pages, write) in pending {
+            let mut st = s.state.lock();
+            record(&mut st, pages, write, Token::Cmd(done.clone()), 0);
+            if write {
+                let g = s.geom;
+                for (i, b) in st.bits.iter_mut().enumerate() {
+                    pages::set_box(&g, b, &pages, i == 0);
+                }
+                st.has_data = true;
+            }
+        }
+        Ok(slots.into_iter().flatten().collect())
     }
 }
 
@@ -1260,8 +1366,7 @@ impl Buffer {
             released: AtomicBool::new(false),
             gates: Mutex::new(Vec::new()),
         });
-        st.tracker
-            .record(pages, mode.writes(), Token::Host(hold.clone()));
+        record(&mut st, pages, mode.writes(), Token::Host(hold.clone()), 0);
         if mode.writes() {
             let g = s.geom;
             for (i, b) in st.bits.iter_mut().enumerate() {
@@ -1288,7 +1393,7 @@ impl Buffer {
         let all = s.geom.all_pages();
         let evs = fetch(&s, &mut st, 0, &all, None)?;
         for e in &evs {
-            st.tracker.record(all, false, Token::Cmd(e.clone()));
+            record(&mut st, all, false, Token::Cmd(e.clone()), 0);
         }
         Ok(evs)
     }
@@ -1365,5 +1470,415 @@ impl Drop for Owner {
                 }
             }
         }
+    }
+}
+
+/// Which side of an explicit copy a window is on.
+#[derive(Clone, Copy)]
+enum Side {
+    /// Packed host memory.
+    Host(usize),
+    /// A buffer's allocation on the queue's device: pointer (0 without USM),
+    /// memory object if any, and the window's element box in the view.
+    Dev {
+        ptr: usize,
+        mem: Option<usize>,
+        view: Geometry,
+        lo: [usize; 3],
+    },
+}
+
+impl Side {
+    /// Byte offset of row (z, y) of the window and the row pitch / slice
+    /// pitch used by rectangular copies.
+    fn row(&self, ext: [usize; 3], elem: usize, z: usize, y: usize) -> usize {
+        match *self {
+            Side::Host(_) => (z * ext[1] + y) * ext[2] * elem,
+            Side::Dev { view, lo, .. } => view.byte_offset([lo[0] + z, lo[1] + y, lo[2]]),
+        }
+    }
+
+    fn pitches(&self, ext: [usize; 3], elem: usize) -> (usize, usize) {
+        match *self {
+            Side::Host(_) => (ext[2] * elem, ext[1] * ext[2] * elem),
+            Side::Dev { view, .. } => (
+                view.range[2] * view.elem,
+                view.range[1] * view.range[2] * view.elem,
+            ),
+        }
+    }
+
+    fn origin(&self, elem: usize) -> [usize; 3] {
+        match *self {
+            Side::Host(_) => [0; 3],
+            Side::Dev { lo, .. } => [lo[2] * elem, lo[1], lo[0]],
+        }
+    }
+
+    fn base(&self) -> usize {
+        match *self {
+            Side::Host(p) => p,
+            Side::Dev { ptr, .. } => ptr,
+        }
+    }
+
+    fn mem(&self) -> Option<usize> {
+        match *self {
+            Side::Host(_) => None,
+            Side::Dev { mem, .. } => mem,
+        }
+    }
+
+    fn has_ptr(&self) -> bool {
+        self.base() != 0
+    }
+
+    fn contiguous(&self, ext: [usize; 3]) -> bool {
+        match *self {
+            Side::Host(_) => true,
+            Side::Dev { view, .. } => {
+                ext[0] == 1 && ext[1] == 1
+                    || (ext[2] == view.range[2] && (ext[0] == 1 || ext[1] == view.range[1]))
+            }
+        }
+    }
+}
+
+impl Queue {
+    /// Copies a window of `ext` elements of `elem` bytes between two sides,
+    /// after `deps`; one command when the backend allows, else one per row.
+    fn copy_window(
+        &self,
+        dst: Side,
+        src: Side,
+        ext: [usize; 3],
+        elem: usize,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let bytes = ext.iter().product::<usize>() * elem;
+        let first = |s: &Side| s.row(ext, elem, 0, 0);
+        if dst.contiguous(ext) && src.contiguous(ext) {
+            let (d0, s0) = (first(&dst), first(&src));
+            return if dst.has_ptr() && src.has_ptr() {
+                // SAFETY: both windows lie inside live allocations of at
+                // least `bytes` bytes from their first element.
+                unsafe {
+                    self.copy_raw(
+                        (dst.base() + d0) as *mut c_void,
+                        (src.base() + s0) as *const c_void,
+                        bytes,
+                        deps,
+                        "buffer copy",
+                        None,
+                    )
+                }
+            } else {
+                self.copy_mem_at(dst, src, d0, s0, bytes, deps)
+            };
+        }
+        let dev_ok = |s: &Side| matches!(s, Side::Host(_)) || s.mem().is_some();
+        if dev_ok(&dst) && dev_ok(&src) {
+            return self.copy_rect_between(dst, src, ext, elem, deps);
+        }
+        // Row by row, through pointers (USM without views).
+        let mut evs: Deps = SmallVec::new();
+        for z in 0..ext[0] {
+            for y in 0..ext[1] {
+                let (d, s) = (dst.row(ext, elem, z, y), src.row(ext, elem, z, y));
+                // SAFETY: each row lies inside its allocation.
+                evs.push(unsafe {
+                    self.copy_raw(
+                        (dst.base() + d) as *mut c_void,
+                        (src.base() + s) as *const c_void,
+                        ext[2] * elem,
+                        deps,
+                        "buffer copy (row)",
+                        None,
+                    )
+                }?);
+            }
+        }
+        self.marker(&evs, "buffer copy")
+    }
+
+    fn copy_mem_at(
+        &self,
+        dst: Side,
+        src: Side,
+        d0: usize,
+        s0: usize,
+        len: usize,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        self.submit(
+            deps,
+            format!("buffer copy of {len} bytes"),
+            None,
+            |q, wl, ev| {
+                let wptr = super::queue::ptr_or_null(wl);
+                let n = wl.len() as cl_uint;
+                // SAFETY: the windows lie inside their memory objects / host
+                // memory; the wait list is of this context.
+                let rc = unsafe {
+                    match (dst.mem(), src.mem()) {
+                        (Some(d), Some(sm)) => (api.clEnqueueCopyBuffer)(
+                            q,
+                            sm as cl_mem,
+                            d as cl_mem,
+                            s0,
+                            d0,
+                            len,
+                            n,
+                            wptr,
+                            ev,
+                        ),
+                        (Some(d), None) => (api.clEnqueueWriteBuffer)(
+                            q,
+                            d as cl_mem,
+                            CL_FALSE,
+                            d0,
+                            len,
+                            (src.base() + s0) as *const c_void,
+                            n,
+                            wptr,
+                            ev,
+                        ),
+                        (None, Some(sm)) => (api.clEnqueueReadBuffer)(
+                            q,
+                            sm as cl_mem,
+                            CL_FALSE,
+                            s0,
+                            len,
+                            (dst.base() + d0) as *mut c_void,
+                            n,
+                            wptr,
+                            ev,
+                        ),
+                        (None, None) => CL_INVALID_OPERATION,
+                    }
+                };
+                check(rc, "buffer copy")
+            },
+        )
+    }
+
+    fn copy_rect_between(
+        &self,
+        dst: Side,
+        src: Side,
+        ext: [usize; 3],
+        elem: usize,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        let region = [ext[2] * elem, ext[1], ext[0]];
+        let (dr, ds) = dst.pitches(ext, elem);
+        let (sr, ss) = src.pitches(ext, elem);
+        let (dor, sor) = (dst.origin(elem), src.origin(elem));
+        self.submit(deps, "buffer copy (rectangle)", None, |q, wl, ev| {
+            let wptr = super::queue::ptr_or_null(wl);
+            let n = wl.len() as cl_uint;
+            let r = region.as_ptr();
+            // SAFETY: origins, regions and pitches describe windows inside
+            // the memory objects and host memory; wait list of this context.
+            let rc = unsafe {
+                match (dst.mem(), src.mem()) {
+                    (Some(d), Some(sm)) => (api.clEnqueueCopyBufferRect)(
+                        q,
+                        sm as cl_mem,
+                        d as cl_mem,
+                        sor.as_ptr(),
+                        dor.as_ptr(),
+                        r,
+                        sr,
+                        ss,
+                        dr,
+                        ds,
+                        n,
+                        wptr,
+                        ev,
+                    ),
+                    (Some(d), None) => (api.clEnqueueWriteBufferRect)(
+                        q,
+                        d as cl_mem,
+                        CL_FALSE,
+                        dor.as_ptr(),
+                        sor.as_ptr(),
+                        r,
+                        dr,
+                        ds,
+                        sr,
+                        ss,
+                        src.base() as *const c_void,
+                        n,
+                        wptr,
+                        ev,
+                    ),
+                    (None, Some(sm)) => (api.clEnqueueReadBufferRect)(
+                        q,
+                        sm as cl_mem,
+                        CL_FALSE,
+                        sor.as_ptr(),
+                        dor.as_ptr(),
+                        r,
+                        sr,
+                        ss,
+                        dr,
+                        ds,
+                        dst.base() as *mut c_void,
+                        n,
+                        wptr,
+                        ev,
+                    ),
+                    (None, None) => CL_INVALID_OPERATION,
+                }
+            };
+            check(rc, "rectangular buffer copy")
+        })
+    }
+
+    fn dev_side(&self, p: &Prepared, r: &AccessReq<'_>) -> Result<Side> {
+        let st = p.storage.state.lock();
+        let d = &st.devs[p.alloc - 1];
+        Ok(Side::Dev {
+            ptr: d.ptr,
+            mem: d.mem,
+            view: r.buffer.view,
+            lo: r.offset,
+        })
+    }
+
+    /// Explicit copy between an accessor and packed host memory (`to_host`:
+    /// from the accessor into `host`, else from `host` into it).
+    ///
+    /// # Safety
+    /// `host` must hold the accessor's bytes and stay valid until the
+    /// returned event completes.
+    pub unsafe fn copy_host_accessor(
+        &self,
+        r: &AccessReq<'_>,
+        host: usize,
+        to_host: bool,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let mut waits: Deps = deps.iter().cloned().collect();
+        let prepared = self.prepare_accesses(std::slice::from_ref(r), &mut waits)?;
+        let p = &prepared[0];
+        let dev = self.dev_side(p, r)?;
+        let ext = r.range;
+        let elem = r.buffer.view.elem;
+        let ev = if to_host {
+            self.copy_window(Side::Host(host), dev, ext, elem, &waits)?
+        } else {
+            self.copy_window(dev, Side::Host(host), ext, elem, &waits)?
+        };
+        self.commit_accesses(&prepared, &ev);
+        self.track(ev.clone(), Some(Box::new(p.storage.clone())));
+        Ok(ev)
+    }
+
+    /// Explicit copy from one accessor to another of the same shape.
+    pub fn copy_accessors(
+        &self,
+        src: &AccessReq<'_>,
+        dst: &AccessReq<'_>,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let mut waits: Deps = deps.iter().cloned().collect();
+        let reqs = [
+            AccessReq {
+                buffer: src.buffer,
+                mode: src.mode,
+                offset: src.offset,
+                range: src.range,
+            },
+            AccessReq {
+                buffer: dst.buffer,
+                mode: dst.mode,
+                offset: dst.offset,
+                range: dst.range,
+            },
+        ];
+        let prepared = self.prepare_accesses(&reqs, &mut waits)?;
+        let s = self.dev_side(&prepared[0], src)?;
+        let d = self.dev_side(&prepared[1], dst)?;
+        let ev = self.copy_window(d, s, src.range, src.buffer.view.elem, &waits)?;
+        self.commit_accesses(&prepared, &ev);
+        let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();
+        self.track(ev.clone(), Some(Box::new(keep)));
+        Ok(ev)
+    }
+
+    /// Fills an accessor's window with a pattern of 1–128 bytes (a power
+    /// of two).
+    pub fn fill_accessor(
+        &self,
+        r: &AccessReq<'_>,
+        pattern: &[u8],
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let mut waits: Deps = deps.iter().cloned().collect();
+        let prepared = self.prepare_accesses(std::slice::from_ref(r), &mut waits)?;
+        let p = &prepared[0];
+        let side = self.dev_side(p, r)?;
+        let elem = r.buffer.view.elem;
+        let ext = r.range;
+        let row_bytes = ext[2] * elem;
+        let rows: Vec<(usize, usize)> = if side.contiguous(ext) {
+            vec![(
+                side.row(ext, elem, 0, 0),
+                ext.iter().product::<usize>() * elem,
+            )]
+        } else {
+            (0..ext[0])
+                .flat_map(|z| (0..ext[1]).map(move |y| (z, y)))
+                .map(|(z, y)| (side.row(ext, elem, z, y), row_bytes))
+                .collect()
+        };
+        let api = api()?;
+        let mut evs: Deps = SmallVec::new();
+        for (off, len) in rows {
+            let ev = if side.has_ptr() {
+                // SAFETY: the run lies inside the buffer's USM allocation.
+                unsafe { self.fill((side.base() + off) as *mut c_void, pattern, len, &waits) }?
+            } else {
+                let m = side
+                    .mem()
+                    .ok_or_else(|| Error::new(Status::Internal, "allocation without memory"))?;
+                self.submit(
+                    &waits,
+                    format!("buffer fill of {len} bytes"),
+                    None,
+                    |q, wl, ev| {
+                        // SAFETY: the run lies inside the memory object; OpenCL
+                        // copies the pattern before returning.
+                        let rc = unsafe {
+                            (api.clEnqueueFillBuffer)(
+                                q,
+                                m as cl_mem,
+                                pattern.as_ptr().cast(),
+                                pattern.len(),
+                                off,
+                                len,
+                                wl.len() as cl_uint,
+                                super::queue::ptr_or_null(wl),
+                                ev,
+                            )
+                        };
+                        check(rc, "clEnqueueFillBuffer")
+                    },
+                )?
+            };
+            evs.push(ev);
+        }
+        let ev = if evs.len() == 1 {
+            evs.remove(0)
+        } else {
+            self.marker(&evs, "buffer fill")?
+        };
+        self.commit_accesses(&prepared, &ev);
+        self.track(ev.clone(), Some(Box::new(p.storage.clone())));
+        Ok(ev)
     }
 }

@@ -43,6 +43,9 @@ pub struct Event {
     /// The in-order lane the command ran on (0: none): commands of one lane
     /// finish in submission order.
     pub lane: AtomicU64,
+    /// A transfer Syrah made for a command: its failure reaches the user
+    /// through that command, not as an error of its own.
+    pub internal: AtomicBool,
 }
 
 const OUTCOME_OK: u8 = 1;
@@ -83,6 +86,7 @@ impl Event {
             user_done: AtomicBool::new(false),
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
+            internal: AtomicBool::new(false),
         })
     }
 
@@ -137,6 +141,11 @@ impl Event {
 
     /// A user event, completed by [`Event::complete_user`].
     pub fn create_user(ctx: &Context) -> Result<Arc<Event>> {
+        Event::create_user_named(ctx, "user event")
+    }
+
+    /// A user event standing for host-side work described by `what`.
+    pub fn create_user_named(ctx: &Context, what: &str) -> Result<Arc<Event>> {
         let api = api()?;
         let mut err = CL_SUCCESS;
         // SAFETY: `ctx.cl` is a live context.
@@ -147,7 +156,7 @@ impl Event {
         Ok(Arc::new(Event {
             cl,
             ctx_id: ctx.id,
-            what: Arc::from("user event"),
+            what: Arc::from(what),
             reported: AtomicBool::new(false),
             profiling: false,
             user: true,
@@ -157,10 +166,21 @@ impl Event {
             user_done: AtomicBool::new(false),
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
+            internal: AtomicBool::new(false),
         }))
     }
 
     pub fn complete_user(&self, failed: bool) -> Result<()> {
+        self.complete_user_with(failed.then(|| {
+            Error::new(
+                Status::ExecutionFailed,
+                "the user event was completed as failed",
+            )
+        }))
+    }
+
+    /// Completes a user event, as failed with `failure` when given.
+    pub fn complete_user_with(&self, failure: Option<Error>) -> Result<()> {
         if !self.user {
             return Err(Error::invalid(format!(
                 "only user events can be completed by hand; this event is a {}",
@@ -171,14 +191,11 @@ impl Event {
         if self.user_done.swap(true, Ordering::AcqRel) {
             return Err(Error::invalid("the user event was already completed"));
         }
-        if failed {
+        if let Some(e) = failure {
             // The failure is Syrah's to track: OpenCL sees a completed event,
             // since drivers disagree on (and some crash over) failed user
             // events. Commands that depend on it are reported as failed.
-            *self.failure.lock() = Some(Error::new(
-                Status::ExecutionFailed,
-                "the user event was completed as failed",
-            ));
+            *self.failure.lock() = Some(e);
             self.outcome.store(OUTCOME_FAILED, Ordering::Release);
         }
         // SAFETY: `self.cl` is a user event created by clCreateUserEvent.
@@ -192,6 +209,18 @@ impl Event {
     /// True when the outcome is already known to be success (no query).
     pub fn is_settled_ok(&self) -> bool {
         self.outcome.load(Ordering::Acquire) == OUTCOME_OK
+    }
+
+    /// Whether a command submitted now after this one inherits its outcome:
+    /// not once it is known to have succeeded, nor once its failure has been
+    /// reported (later work then starts afresh; an unreported failure, or one
+    /// still to come, makes the dependent fail too).
+    pub fn passes_failure_on(&self) -> bool {
+        match self.outcome.load(Ordering::Acquire) {
+            OUTCOME_OK => false,
+            OUTCOME_FAILED => !self.reported.load(Ordering::Acquire),
+            _ => true,
+        }
     }
 
     pub fn set_gated(&self, on: bool) {

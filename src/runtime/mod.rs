@@ -4,6 +4,7 @@
 pub mod buffer;
 pub mod context;
 pub mod event;
+pub mod host_task;
 pub mod launch;
 pub mod platform;
 pub mod program;

@@ -156,6 +156,22 @@ impl Queue {
         Ok(out)
     }
 
+    /// The last command of every lane.
+    pub(crate) fn tails(&self) -> Vec<Arc<Event>> {
+        self.lanes
+            .lock()
+            .list
+            .iter()
+            .filter_map(|l| l.tail.clone())
+            .collect()
+    }
+
+    /// Makes every later command of the queue wait for `ev` (how host-side
+    /// work keeps an in-order queue's order).
+    pub(crate) fn order_after(&self, ev: &Arc<Event>) {
+        self.lanes.lock().barrier = Some(ev.clone());
+    }
+
     /// An OpenCL queue of this queue's device for blocking helper calls.
     pub fn sync_cl(&self) -> cl_command_queue {
         self.lanes.lock().list[0].cl
@@ -245,7 +261,7 @@ impl Queue {
         enqueue(lanes.list[i].cl, &wl, &mut cl)?;
         // Only dependencies that are still running can make this command's
         // outcome depend on theirs.
-        all.retain(|d| !d.is_settled_ok());
+        all.retain(|d| d.passes_failure_on());
         let ev = Event::new(cl, self.ctx.id, what.into(), self.profiling, all);
         ev.set_gated(blocking);
         let lane = &mut lanes.list[i];
@@ -260,7 +276,7 @@ impl Queue {
         Ok(ev)
     }
 
-    fn track(&self, ev: Arc<Event>, keep: Option<Box<dyn Any + Send>>) {
+    pub(crate) fn track(&self, ev: Arc<Event>, keep: Option<Box<dyn Any + Send>>) {
         let mut inf = self.inflight.lock();
         inf.entries.push_back(Entry {
             event: ev,
@@ -302,6 +318,9 @@ impl Queue {
     }
 
     fn note_outcome(&self, ev: &Event, outcome: std::result::Result<(), Error>) {
+        if ev.internal.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         if let Err(e) = outcome {
             if ev.claim_report() {
                 self.errors.lock().push(e);

@@ -1,0 +1,346 @@
+/* Host tasks (ordering, threads, failures, native handles) and explicit
+ * copies and fills of accessors, with the access-mode rules. */
+#define _POSIX_C_SOURCE 200112L
+#include "testing.h"
+
+#include <pthread.h>
+#include <time.h>
+
+static const char *kSource =
+    "__kernel void setv(__global int *p, int v) { p[get_global_id(0)] = v; }\n"
+    "__kernel void addv(__global int *p, int v) { p[get_global_id(0)] += v; }\n";
+
+enum { N = 4096 };
+
+static void sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+
+typedef struct {
+  pthread_t submitter;
+  int ran_elsewhere;
+  int log[8];
+  int nlog;
+  int seen_first;
+  volatile int flag;
+  syrah_status fail_with;
+} state;
+
+static syrah_status task_check_and_double(const syrah_host_task_context *ctx, void *user) {
+  state *s = (state *)user;
+  int *p = NULL, i;
+  syrah_status st = syrah_host_task_get_pointer(ctx, 0, (void **)&p);
+  if (st != SYRAH_SUCCESS) return st;
+  s->ran_elsewhere = !pthread_equal(pthread_self(), s->submitter);
+  s->seen_first = p[0];
+  for (i = 0; i < N; ++i) p[i] *= 2;
+  s->log[s->nlog++] = 1;
+  return SYRAH_SUCCESS;
+}
+
+static syrah_status task_log2(const syrah_host_task_context *ctx, void *user) {
+  state *s = (state *)user;
+  (void)ctx;
+  s->log[s->nlog++] = 2;
+  return SYRAH_SUCCESS;
+}
+
+static syrah_status task_flag(const syrah_host_task_context *ctx, void *user) {
+  (void)ctx;
+  ((state *)user)->flag = 1;
+  return SYRAH_SUCCESS;
+}
+
+static syrah_status task_fail(const syrah_host_task_context *ctx, void *user) {
+  void *p = NULL;
+  (void)user;
+  /* A failing call inside the task: its message travels with the error. */
+  syrah_host_task_get_pointer(ctx, 99, &p);
+  return SYRAH_ERROR_INVALID_ARGUMENT;
+}
+
+static syrah_status task_native(const syrah_host_task_context *ctx, void *user) {
+  state *s = (state *)user;
+  void *q = NULL, *c = NULL, *d = NULL, *b = NULL;
+  bool usm = false;
+  int ok = syrah_host_task_get_native(ctx, SYRAH_NATIVE_QUEUE, &q) == SYRAH_SUCCESS && q &&
+           syrah_host_task_get_native(ctx, SYRAH_NATIVE_CONTEXT, &c) == SYRAH_SUCCESS && c &&
+           syrah_host_task_get_native(ctx, SYRAH_NATIVE_DEVICE, &d) == SYRAH_SUCCESS && d &&
+           syrah_host_task_get_native_buffer(ctx, 0, &b, &usm) == SYRAH_SUCCESS && b &&
+           syrah_host_task_get_native(ctx, 77, &q) == SYRAH_ERROR_INVALID_ARGUMENT &&
+           syrah_host_task_get_native_buffer(ctx, 5, &b, &usm) == SYRAH_ERROR_INVALID_ARGUMENT;
+  s->flag = ok ? 2 : -1;
+  return SYRAH_SUCCESS;
+}
+
+static syrah_accessor whole(syrah_buffer *b, syrah_access_mode m) {
+  syrah_accessor a;
+  memset(&a, 0, sizeof a);
+  a.buffer = b;
+  a.mode = m;
+  return a;
+}
+
+static syrah_status kernel1(syrah_queue *q, syrah_kernel *k, syrah_buffer *b, int v, syrah_event **ev) {
+  syrah_accessor a = whole(b, SYRAH_ACCESS_READ_WRITE);
+  syrah_range r = syrah_range_1d(N);
+  syrah_kernel_arg args[2];
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = syrah_arg_value(&v, sizeof v);
+  return syrah_queue_submit_kernel(q, k, &r, &a, 1, args, 2, NULL, 0, ev);
+}
+
+static void test_host_tasks(const syrah_device *d) {
+  syrah_queue *q = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *setv = NULL, *addv = NULL;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd;
+  syrah_host_task tasks[2];
+  syrah_accessor a;
+  syrah_event *ev = NULL, *k = NULL, *user = NULL;
+  syrah_event_status st = 0;
+  syrah_host_accessor *ha = NULL;
+  int *p = NULL, i, ok;
+  state s;
+  memset(&s, 0, sizeof s);
+  s.submitter = pthread_self();
+  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "setv", &setv));
+  REQUIRE_OK(syrah_kernel_create(prog, "addv", &addv));
+  memset(&bd, 0, sizeof bd);
+  bd.element_size = sizeof(int);
+  bd.dimensions = 1;
+  bd.range[0] = N;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+
+  /* kernel (= 5) -> two host tasks (x2, log) -> kernel (+1), ordered by the
+   * buffer alone on an out-of-order queue. */
+  EXPECT_OK(kernel1(q, setv, b, 5, NULL));
+  a = whole(b, SYRAH_ACCESS_READ_WRITE);
+  tasks[0].run = task_check_and_double;
+  tasks[0].user_data = &s;
+  tasks[1].run = task_log2;
+  tasks[1].user_data = &s;
+  EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, tasks, 2, NULL, 0, &ev));
+  EXPECT_OK(kernel1(q, addv, b, 1, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 11;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_EQ(s.seen_first, 5);
+  EXPECT_EQ(s.ran_elsewhere, 1);
+  EXPECT_EQ(s.nlog, 2);
+  EXPECT_EQ(s.log[0], 1);
+  EXPECT_EQ(s.log[1], 2);
+  EXPECT_OK(syrah_event_get_status(ev, &st));
+  EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
+  syrah_event_release(ev);
+
+  /* Submission returns at once; the group waits for its dependency. */
+  REQUIRE_OK(syrah_user_event_create(ctx, &user));
+  tasks[0].run = task_flag;
+  s.flag = 0;
+  EXPECT_OK(syrah_queue_submit_host_tasks(q, NULL, 0, tasks, 1, (const syrah_event *const *)&user, 1, &ev));
+  sleep_ms(50);
+  EXPECT_EQ(s.flag, 0);
+  EXPECT_OK(syrah_event_get_status(ev, &st));
+  EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE);
+  EXPECT_OK(syrah_user_event_complete(user, false));
+  /* It runs without anyone waiting on the queue. */
+  for (i = 0; i < 200 && !s.flag; ++i) sleep_ms(10);
+  EXPECT_EQ(s.flag, 1);
+  EXPECT_OK(syrah_event_wait(ev));
+  syrah_event_release(ev);
+  syrah_event_release(user);
+
+  /* A failing task: one asynchronous error, and its dependents fail too. */
+  tasks[0].run = task_fail;
+  a = whole(b, SYRAH_ACCESS_READ_WRITE);
+  EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, tasks, 1, NULL, 0, &ev));
+  EXPECT_OK(kernel1(q, addv, b, 1, &k));
+  EXPECT_ERR(syrah_queue_wait(q), SYRAH_ERROR_EXECUTION_FAILED,
+             "host task 0 of the group reported failure: SYRAH_ERROR_INVALID_ARGUMENT (2): accessor index 99");
+  EXPECT_TRUE(strstr(syrah_last_error_message(), "1 more") != NULL);
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_OK(syrah_event_get_status(k, &st));
+  EXPECT_EQ(st, SYRAH_EVENT_FAILED);
+  syrah_event_release(ev);
+  syrah_event_release(k);
+
+  /* Native handles. */
+  tasks[0].run = task_native;
+  s.flag = 0;
+  a = whole(b, SYRAH_ACCESS_READ);
+  EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, tasks, 1, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  EXPECT_EQ(s.flag, 2);
+  syrah_event_release(ev);
+
+  /* An in-order queue keeps host tasks in submission order. */
+  {
+    syrah_queue *io = NULL;
+    REQUIRE_OK(syrah_queue_create(ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &io));
+    s.nlog = 0;
+    tasks[0].run = task_log2;
+    EXPECT_OK(kernel1(io, setv, b, 3, NULL));
+    EXPECT_OK(syrah_queue_submit_host_tasks(io, NULL, 0, tasks, 1, NULL, 0, NULL));
+    EXPECT_OK(kernel1(io, addv, b, 4, NULL));
+    EXPECT_OK(syrah_queue_wait(io));
+    EXPECT_EQ(s.nlog, 1);
+    syrah_queue_release(io);
+  }
+
+  /* Bad groups. */
+  tasks[0].run = NULL;
+  EXPECT_ERR(syrah_queue_submit_host_tasks(q, NULL, 0, tasks, 1, NULL, 0, NULL), SYRAH_ERROR_NULL_ARGUMENT,
+             "tasks[0].run");
+  EXPECT_ERR(syrah_queue_submit_host_tasks(q, NULL, 0, tasks, 0, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "at least one task");
+  EXPECT_ERR(syrah_host_task_get_pointer(NULL, 0, (void **)&p), SYRAH_ERROR_NULL_ARGUMENT, "context");
+
+  EXPECT_OK(syrah_buffer_release(b));
+  syrah_kernel_release(setv);
+  syrah_kernel_release(addv);
+  syrah_program_release(prog);
+  syrah_queue_release(q);
+  syrah_context_release(ctx);
+}
+
+static int releases = 0;
+static void on_release(void *ptr, void *user) {
+  (void)ptr;
+  ++*(int *)user;
+}
+
+static void test_copies(const syrah_device *d) {
+  enum { R = 32, C = 48 };
+  syrah_queue *q = NULL;
+  syrah_buffer *b = NULL, *b2 = NULL;
+  syrah_buffer_desc bd;
+  syrah_accessor a, a2;
+  syrah_event *ev = NULL;
+  syrah_host_accessor *ha = NULL;
+  int *grid = (int *)malloc(R * C * sizeof(int)), *out = (int *)malloc(R * C * sizeof(int)), *p = NULL;
+  int i, y, x, ok, seven = 7;
+  releases = 0;
+  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
+  for (i = 0; i < R * C; ++i) grid[i] = i;
+  memset(&bd, 0, sizeof bd);
+  bd.element_size = sizeof(int);
+  bd.dimensions = 2;
+  bd.range[0] = R;
+  bd.range[1] = C;
+  bd.page_size[0] = 8;
+  bd.page_size[1] = 16;
+  bd.host_pointer = grid;
+  bd.ownership = SYRAH_HOST_COPY_IN;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  bd.host_pointer = NULL;
+  bd.ownership = SYRAH_HOST_NONE;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b2));
+
+  /* A 2D window (rows 4..13, cols 10..29) out, packed. */
+  memset(&a, 0, sizeof a);
+  a.buffer = b;
+  a.mode = SYRAH_ACCESS_READ;
+  a.offset[0] = 4;
+  a.offset[1] = 10;
+  a.range[0] = 10;
+  a.range[1] = 20;
+  memset(out, 0, R * C * sizeof(int));
+  EXPECT_OK(syrah_queue_copy_from_accessor(q, &a, out, on_release, &releases, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  syrah_event_release(ev);
+  for (y = 0, ok = 1; y < 10; ++y)
+    for (x = 0; x < 20; ++x) ok &= out[y * 20 + x] == (4 + y) * C + 10 + x;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(out[200], 0); /* nothing past the packed window */
+  /* ... and in again, negated, into the same window. */
+  for (i = 0; i < 200; ++i) out[i] = -out[i];
+  a.mode = SYRAH_ACCESS_WRITE;
+  EXPECT_OK(syrah_queue_copy_to_accessor(q, out, &a, on_release, &releases, NULL, 0, NULL));
+  /* Window to window, into another buffer. */
+  a.mode = SYRAH_ACCESS_READ;
+  memset(&a2, 0, sizeof a2);
+  a2.buffer = b2;
+  a2.mode = SYRAH_ACCESS_DISCARD_WRITE;
+  a2.offset[0] = 20;
+  a2.offset[1] = 0;
+  a2.range[0] = 10;
+  a2.range[1] = 20;
+  EXPECT_OK(syrah_queue_copy_accessor(q, &a, &a2, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < R * C; ++i) {
+    int row = i / C, col = i % C;
+    ok &= p[i] == ((row >= 4 && row < 14 && col >= 10 && col < 30) ? -i : i);
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_host_access(b2, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (y = 0, ok = 1; y < 10; ++y)
+    for (x = 0; x < 20; ++x) ok &= p[(20 + y) * C + x] == -((4 + y) * C + 10 + x);
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+
+  /* Fill a window with a 4-byte pattern. */
+  a.mode = SYRAH_ACCESS_DISCARD_WRITE;
+  EXPECT_OK(syrah_queue_fill_accessor(q, &a, &seven, sizeof seven, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < R * C; ++i) {
+    int row = i / C, col = i % C;
+    ok &= p[i] == ((row >= 4 && row < 14 && col >= 10 && col < 30) ? 7 : i);
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_EQ(releases, 2);
+
+  /* The access-mode rules of explicit copies, and sizes. */
+  a.mode = SYRAH_ACCESS_WRITE;
+  EXPECT_ERR(syrah_queue_copy_from_accessor(q, &a, out, NULL, NULL, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "mode is 'write'");
+  a.mode = SYRAH_ACCESS_DISCARD_WRITE;
+  EXPECT_ERR(syrah_queue_copy_from_accessor(q, &a, out, NULL, NULL, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "mode is 'discard_write'");
+  a.mode = SYRAH_ACCESS_READ;
+  EXPECT_ERR(syrah_queue_copy_to_accessor(q, out, &a, NULL, NULL, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "mode is 'read'");
+  EXPECT_ERR(syrah_queue_fill_accessor(q, &a, &seven, 4, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "mode is 'read'");
+  a.mode = SYRAH_ACCESS_WRITE;
+  EXPECT_ERR(syrah_queue_fill_accessor(q, &a, &seven, 3, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "pattern size 3");
+  EXPECT_ERR(syrah_queue_fill_accessor(q, &a, out, 8, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "does not divide the element size 4");
+  a.mode = SYRAH_ACCESS_READ_WRITE;
+  a2.range[1] = 19;
+  EXPECT_ERR(syrah_queue_copy_accessor(q, &a, &a2, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+             "do not match");
+  a2 = a;
+  a2.offset[0] = 5;
+  EXPECT_ERR(syrah_queue_copy_accessor(q, &a, &a2, NULL, 0, NULL), SYRAH_ERROR_INVALID_ARGUMENT, "overlap");
+  EXPECT_ERR(syrah_queue_copy_from_accessor(q, &a, NULL, NULL, NULL, NULL, 0, NULL), SYRAH_ERROR_NULL_ARGUMENT,
+             "destination");
+  EXPECT_ERR(syrah_queue_copy_to_accessor(q, out, NULL, NULL, NULL, NULL, 0, NULL), SYRAH_ERROR_NULL_ARGUMENT,
+             "accessor");
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_buffer_release(b2));
+  syrah_queue_release(q);
+  free(grid);
+  free(out);
+}
+
+int main(void) {
+  t_for_each_device(test_host_tasks);
+  t_for_each_device(test_copies);
+  return t_finish("test_host_task");
+}

@@ -1,0 +1,203 @@
+//! Host tasks: command groups whose work runs on the host, on a runtime
+//! thread, once their requirements are met, ordered with device work.
+//!
+//! A host-task group is represented to OpenCL by a user event, so device
+//! commands can depend on it. It becomes ready when every dependency has
+//! completed (OpenCL event callbacks count them down, so no thread waits
+//! idle), then a pool thread runs its tasks in order and completes the
+//! event: as failed if a task reported failure or a dependency failed.
+
+use super::buffer::{AccessReq, Deps, HostPrepared};
+use super::event::Event;
+use super::queue::Queue;
+use crate::core::error::{Error, Result, Status};
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, check};
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// A C function run as a host task: returns a status, 0 for success.
+pub type TaskFn = unsafe extern "C" fn(*const HostTaskContext, *mut c_void) -> i32;
+
+/// One task of a group.
+#[derive(Clone, Copy)]
+pub struct Task {
+    pub run: TaskFn,
+    pub user_data: usize,
+}
+
+/// What a running task can see: its queue and its accessors' host memory.
+pub struct HostTaskContext {
+    pub queue: Arc<Queue>,
+    pub accessors: Vec<HostPrepared>,
+}
+
+// SAFETY: the task's user data is only handed back to the user's function,
+// which the header documents runs on a runtime thread; the rest is shared
+// runtime state that is Send and Sync itself.
+unsafe impl Send for Task {}
+// SAFETY: as above.
+unsafe impl Sync for Task {}
+
+struct Job {
+    tasks: Vec<Task>,
+    ctx: HostTaskContext,
+    deps: Deps,
+    done: Arc<Event>,
+    remaining: AtomicUsize,
+}
+
+struct Pool {
+    ready: Mutex<VecDeque<Arc<Job>>>,
+    wake: Condvar,
+}
+
+const WORKERS: usize = 2;
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<&'static Pool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let p: &'static Pool = Box::leak(Box::new(Pool {
+            ready: Mutex::new(VecDeque::new()),
+            wake: Condvar::new(),
+        }));
+        for i in 0..WORKERS {
+            let _ = std::thread::Builder::new()
+                .name(format!("syrah-host-{i}"))
+                .spawn(move || worker(p));
+        }
+        p
+    })
+}
+
+fn worker(p: &'static Pool) {
+    loop {
+        let job = {
+            let mut q = p.ready.lock();
+            loop {
+                if let Some(j) = q.pop_front() {
+                    break j;
+                }
+                p.wake.wait(&mut q);
+            }
+        };
+        run(&job);
+    }
+}
+
+fn make_ready(job: Arc<Job>) {
+    let p = pool();
+    p.ready.lock().push_back(job);
+    p.wake.notify_one();
+}
+
+unsafe extern "C" fn dep_done(_ev: cl_event, _status: cl_int, user: *mut c_void) {
+    // SAFETY: `user` is one strong reference to the job, given to this
+    // callback when it was registered and taken back here exactly once.
+    let job = unsafe { Arc::from_raw(user as *const Job) };
+    if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+        make_ready(job);
+    }
+}
+
+fn run(job: &Job) {
+    let failed_dep = job.deps.iter().find_map(|d| match d.outcome() {
+        Ok(Some(Err(e))) => Some((d.what.clone(), e)),
+        _ => None,
+    });
+    let result = match failed_dep {
+        Some((what, e)) => Err(Error::new(
+            Status::ExecutionFailed,
+            format!(
+                "{} did not run: it depends on a {what} that failed ({})",
+                job.done.what, e.message
+            ),
+        )),
+        None => run_tasks(job),
+    };
+    let _ = job.done.complete_user_with(result.err());
+}
+
+fn run_tasks(job: &Job) -> Result<()> {
+    for (i, t) in job.tasks.iter().enumerate() {
+        crate::capi::clear_last_error();
+        // SAFETY: the user's function with its user data and a context
+        // that stays valid for the call.
+        let rc = unsafe { (t.run)(&job.ctx, t.user_data as *mut c_void) };
+        if rc != 0 {
+            let name = Status::from_code(rc).map_or("an unknown status", |s| s.name());
+            return Err(Error::new(
+                Status::ExecutionFailed,
+                format!(
+                    "host task {i} of the group reported failure: {name} ({rc}){}",
+                    crate::capi::last_error_suffix()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Queue {
+    /// Submits a group of host tasks with buffer requirements after `deps`.
+    pub fn submit_host_tasks(
+        self: &Arc<Self>,
+        reqs: &[AccessReq<'_>],
+        tasks: &[Task],
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        if tasks.is_empty() {
+            return Err(Error::invalid(
+                "a host-task group needs at least one task (0 given)",
+            ));
+        }
+        let api = api()?;
+        let mut waits: Deps = deps.iter().cloned().collect();
+        if self.in_order {
+            waits.extend(self.tails());
+        }
+        let done = Event::create_user_named(&self.ctx, "host task")?;
+        let prepared = self.prepare_host_accesses(reqs, &mut waits, &done)?;
+        waits.retain(|d| d.passes_failure_on());
+        let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();
+        self.track(done.clone(), Some(Box::new(keep)));
+        if self.in_order {
+            self.order_after(&done);
+        }
+        let job = Arc::new(Job {
+            tasks: tasks.to_vec(),
+            ctx: HostTaskContext {
+                queue: self.clone(),
+                accessors: prepared,
+            },
+            remaining: AtomicUsize::new(waits.len() + 1),
+            deps: waits,
+            done: done.clone(),
+        });
+        for d in &job.deps {
+            let raw = Arc::into_raw(job.clone()) as *mut c_void;
+            // SAFETY: a live event; the callback takes back the reference
+            // passed as user data exactly once.
+            let rc = unsafe { (api.clSetEventCallback)(d.cl, CL_COMPLETE, Some(dep_done), raw) };
+            if rc != CL_SUCCESS {
+                // SAFETY: the callback was not registered: take the
+                // reference back and count the dependency as done after a
+                // wait on this thread.
+                let j = unsafe { Arc::from_raw(raw as *const Job) };
+                let _ = d.wait();
+                if j.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    make_ready(j);
+                }
+                check(rc, "clSetEventCallback").ok();
+            }
+        }
+        // The submission's own count: released now that all callbacks are set.
+        if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            make_ready(job);
+        }
+        Ok(done)
+    }
+}
