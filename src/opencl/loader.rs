@@ -102,6 +102,7 @@ cl_table! {
         clSetEventCallback: fn(cl_event, cl_int, EventNotify, *mut c_void) -> cl_int;
         clCreateBuffer: fn(cl_context, cl_mem_flags, usize, *mut c_void, *mut cl_int) -> cl_mem;
         clReleaseMemObject: fn(cl_mem) -> cl_int;
+        clRetainMemObject: fn(cl_mem) -> cl_int;
         clEnqueueReadBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueWriteBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *const c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueCopyBuffer: fn(cl_command_queue, cl_mem, cl_mem, usize, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;

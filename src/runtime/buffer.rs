@@ -248,7 +248,9 @@ impl Drop for Storage {
         let devs = std::mem::take(&mut st.devs);
         let host = std::mem::replace(&mut st.host, HostMem::None);
         if let Ok(api) = api() {
-            for d in devs {
+            for mut d in devs {
+                // The transfer queue goes first: its commands used the memory.
+                drop(d.queue.take());
                 for (_, m) in d.subs {
                     // SAFETY: sub-buffers made by clCreateSubBuffer, each
                     // released once, before their parent.

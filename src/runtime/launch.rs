@@ -143,7 +143,7 @@ impl Queue {
             .as_ref()
             .filter(|_| self.ctx.strategy == UsmStrategy::IntelUsm);
         let dims = range.dims as usize;
-        let _guard = kernel.lock.lock();
+        let mut held = kernel.lock.lock();
         {
             for (i, a) in args.iter().enumerate() {
                 let idx = i as cl_uint;
@@ -156,14 +156,25 @@ impl Queue {
                     Arg::Local(n) => unsafe {
                         (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null())
                     },
-                    // SAFETY: a live memory object passed by value.
+                    // SAFETY: a live memory object passed by value; the kernel
+                    // keeps a reference to it while it is the argument.
                     Arg::Mem(m) => unsafe {
-                        (api.clSetKernelArg)(
+                        let rc = (api.clSetKernelArg)(
                             kernel.cl,
                             idx,
                             std::mem::size_of::<cl_mem>(),
                             (m as *const cl_mem).cast(),
-                        )
+                        );
+                        if rc == CL_SUCCESS {
+                            (api.clRetainMemObject)(*m);
+                            if let Some(old) = held.get_mut(i) {
+                                if *old != 0 {
+                                    (api.clReleaseMemObject)(*old as cl_mem);
+                                }
+                                *old = *m as usize;
+                            }
+                        }
+                        rc
                     },
                     Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
                         // SAFETY: the extension takes any USM pointer value.

@@ -309,8 +309,10 @@ pub struct Kernel {
     pub what: Arc<str>,
     pub num_args: u32,
     pub per_device: Vec<(&'static Device, KernelDeviceInfo)>,
-    /// Serialises argument setting and enqueueing of this kernel.
-    pub lock: Mutex<()>,
+    /// Serialises argument setting and enqueueing of this kernel, and
+    /// holds the memory objects currently set as its arguments (some
+    /// drivers use them after the caller released them).
+    pub lock: Mutex<Vec<usize>>,
 }
 
 // SAFETY: all use of `cl` that mutates it (clSetKernelArg) happens under
@@ -324,6 +326,12 @@ impl Drop for Kernel {
         if let Ok(api) = api() {
             // SAFETY: this value owns one reference to the kernel.
             unsafe { (api.clReleaseKernel)(self.cl) };
+            for m in self.lock.get_mut().drain(..) {
+                if m != 0 {
+                    // SAFETY: one reference taken when the argument was set.
+                    unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+                }
+            }
         }
     }
 }
@@ -413,7 +421,7 @@ impl Kernel {
             name: real_name,
             num_args,
             per_device,
-            lock: Mutex::new(()),
+            lock: Mutex::new(vec![0; num_args as usize]),
         })
     }
 

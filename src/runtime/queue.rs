@@ -509,6 +509,13 @@ impl Drop for Queue {
                 self.note_outcome(&e.event, r);
             }
         }
+        // The OpenCL queues go before the memory their commands used: some
+        // drivers look at a command's memory objects until its queue is
+        // released.
+        for lane in self.lanes.get_mut().list.drain(..) {
+            // SAFETY: this Queue owns one reference to each lane.
+            unsafe { (api.clReleaseCommandQueue)(lane.cl) };
+        }
         drop(entries);
         // Errors nobody collected are not dropped silently: the handler gets
         // them, or, without one, standard error does.
@@ -535,10 +542,6 @@ impl Drop for Queue {
                     e.message
                 ),
             }
-        }
-        for lane in self.lanes.get_mut().list.drain(..) {
-            // SAFETY: this Queue owns one reference to each lane.
-            unsafe { (api.clReleaseCommandQueue)(lane.cl) };
         }
     }
 }
