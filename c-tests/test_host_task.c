@@ -76,6 +76,12 @@ static syrah_status task_native(const syrah_host_task_context *ctx, void *user) 
   return SYRAH_SUCCESS;
 }
 
+static int released = 0;
+static void count_release(void *user) {
+  (void)user;
+  ++released;
+}
+
 static syrah_accessor whole(syrah_buffer *b, syrah_access_mode m) {
   syrah_accessor a;
   memset(&a, 0, sizeof a);
@@ -110,6 +116,7 @@ static void test_host_tasks(const syrah_device *d) {
   int *p = NULL, i, ok;
   state s;
   memset(&s, 0, sizeof s);
+  memset(tasks, 0, sizeof tasks);
   s.submitter = pthread_self();
   REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
   REQUIRE_OK(syrah_queue_get_context(q, &ctx));
@@ -161,6 +168,23 @@ static void test_host_tasks(const syrah_device *d) {
   EXPECT_OK(syrah_event_wait(ev));
   syrah_event_release(ev);
   syrah_event_release(user);
+
+  /* Release callbacks: once per task, whether it ran or a failed
+   * dependency kept it from running. */
+  released = 0;
+  tasks[0].run = task_flag;
+  tasks[0].release = count_release;
+  EXPECT_OK(syrah_queue_submit_host_tasks(q, NULL, 0, tasks, 1, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  syrah_event_release(ev);
+  REQUIRE_OK(syrah_user_event_create(ctx, &user));
+  EXPECT_OK(syrah_queue_submit_host_tasks(q, NULL, 0, tasks, 1, (const syrah_event *const *)&user, 1, &ev));
+  EXPECT_OK(syrah_user_event_complete(user, true));
+  EXPECT_ERR(syrah_event_wait(ev), SYRAH_ERROR_EXECUTION_FAILED, "host task did not run");
+  EXPECT_EQ(released, 2);
+  syrah_event_release(ev);
+  syrah_event_release(user);
+  tasks[0].release = NULL;
 
   /* A failing task: one asynchronous error, and its dependents fail too. */
   tasks[0].run = task_fail;

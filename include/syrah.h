@@ -242,11 +242,15 @@ typedef uint32_t syrah_profiling_info;
 typedef syrah_status (*syrah_host_task_fn)(const syrah_host_task_context*, void*);
 
 /*
- One host task of a group.
+ One host task of a group. `release` (may be NULL) is called with the
+ user data exactly once, when the group will not call `run` any more
+ (after it ran, or when a failed dependency kept it from running); not
+ when the submission itself fails.
  */
 typedef struct {
   syrah_host_task_fn run;
   void *user_data;
+  void (*release)(void*);
 } syrah_host_task;
 
 /*

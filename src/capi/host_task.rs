@@ -17,12 +17,16 @@ use std::ffi::c_void;
 pub type syrah_host_task_fn =
     Option<unsafe extern "C" fn(*const HostTaskContext, *mut c_void) -> syrah_status>;
 
-/// One host task of a group.
+/// One host task of a group. `release` (may be NULL) is called with the
+/// user data exactly once, when the group will not call `run` any more
+/// (after it ran, or when a failed dependency kept it from running); not
+/// when the submission itself fails.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct syrah_host_task {
     pub run: syrah_host_task_fn,
     pub user_data: *mut c_void,
+    pub release: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
 /// Native objects a host task can reach.
@@ -64,6 +68,7 @@ pub unsafe extern "C" fn syrah_queue_submit_host_tasks(
                 Ok(Task {
                     run: t.run.ok_or_else(|| null(&format!("tasks[{i}].run")))?,
                     user_data: t.user_data as usize,
+                    release: t.release,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -27,6 +27,8 @@ pub type TaskFn = unsafe extern "C" fn(*const HostTaskContext, *mut c_void) -> i
 pub struct Task {
     pub run: TaskFn,
     pub user_data: usize,
+    /// Called with the user data once the task will not run any more.
+    pub release: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
 /// What a running task can see: its queue and its accessors' host memory.
@@ -118,6 +120,12 @@ fn run(job: &Job) {
         )),
         None => run_tasks(job),
     };
+    for t in &job.tasks {
+        if let Some(r) = t.release {
+            // SAFETY: the user's release callback, once, with its data.
+            unsafe { r(t.user_data as *mut c_void) };
+        }
+    }
     let _ = job.done.complete_user_with(result.err());
 }
 
