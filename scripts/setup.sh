@@ -13,8 +13,8 @@ bash scripts/build.sh
 "$SYRAH_PREFIX/bin/syrah-info"
 cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/examples -j "$(nproc)"
-for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled; do
+for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled dlopen_vector_add; do
   echo "== $e"
-  build/examples/$e
+  LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" build/examples/$e
 done
 echo "setup: all examples ran and checked their results"

@@ -69,8 +69,8 @@ cmake --build build/examples -j "$(nproc)"
 passed=0
 failed=0
 for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
-  for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled; do
-    if SYRAH_DEVICE=$dev build/examples/$e > "build/examples/$e.$dev.log" 2>&1; then
+  for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled dlopen_vector_add; do
+    if LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" SYRAH_DEVICE=$dev build/examples/$e > "build/examples/$e.$dev.log" 2>&1; then
       passed=$((passed + 1))
       echo "ok   $e on device $dev: $(tail -1 "build/examples/$e.$dev.log")"
     else
@@ -80,6 +80,19 @@ for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
     fi
   done
 done
+# A consumer built with pkg-config alone.
+PKG_CONFIG_PATH="$SYRAH_PREFIX/lib/pkgconfig" cc -std=c99 -Wall -Wextra -Werror -pedantic \
+  c-examples/vector_add.c -o build/examples/pkgconfig_vector_add \
+  $(PKG_CONFIG_PATH="$SYRAH_PREFIX/lib/pkgconfig" pkg-config --cflags --libs syrah) -Wl,-rpath,"$SYRAH_PREFIX/lib"
+if build/examples/pkgconfig_vector_add > build/examples/pkgconfig.log 2>&1; then
+  passed=$((passed + 1))
+  echo "ok   vector_add built with pkg-config: $(tail -1 build/examples/pkgconfig.log)"
+else
+  failed=$((failed + 1))
+  echo "FAIL vector_add built with pkg-config:"
+  cat build/examples/pkgconfig.log
+fi
+
 # The buffer examples again with every device run as if it had no USM.
 for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
   for e in stencil_two_devices matmul_tiled; do
