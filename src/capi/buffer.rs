@@ -500,6 +500,42 @@ unsafe fn one_request<'a>(
         .ok_or_else(|| Error::new(Status::Internal, "accessor lost"))
 }
 
+/// The shared body of the two host-memory copies.
+#[allow(clippy::too_many_arguments)]
+unsafe fn copy_host(
+    queue: *const Queue,
+    acc: *const syrah_accessor,
+    host: *mut c_void,
+    to_host: bool,
+    release: syrah_host_release_fn,
+    user_data: *mut c_void,
+    dependencies: *const *const Event,
+    dependency_count: usize,
+    out_event: *mut *mut Event,
+) -> Result<()> {
+    // SAFETY: forwarded contract.
+    let q = unsafe { borrow(queue, "queue") }?;
+    if host.is_null() {
+        return Err(null(if to_host { "destination" } else { "source" }));
+    }
+    let mut keep = smallvec::SmallVec::new();
+    // SAFETY: forwarded contract.
+    let r = unsafe { one_request(acc, &mut keep) }?;
+    if to_host {
+        reads_device(r.mode, "the source accessor")?;
+    } else {
+        writes_device(r.mode, "the destination accessor")?;
+    }
+    // SAFETY: forwarded contract.
+    let deps = unsafe { super::event::deps_from(dependencies, dependency_count) }?;
+    // SAFETY: the caller keeps the host memory valid per the contract.
+    let ev = unsafe { q.copy_host_accessor(&r, host as usize, to_host, &deps) }?;
+    on_complete(&ev, release, host as usize, user_data)?;
+    // SAFETY: forwarded contract.
+    unsafe { super::event::give_event(ev, out_event) };
+    Ok(())
+}
+
 /// Copies the accessor's elements from the buffer into `destination`,
 /// packed contiguously (row after row), after `dependencies` and earlier
 /// conflicting commands. The accessor's mode must read: read, read_write or
@@ -517,24 +553,19 @@ pub unsafe extern "C" fn syrah_queue_copy_from_accessor(
     dependency_count: usize,
     out_event: *mut *mut Event,
 ) -> syrah_status {
-    guard(|| {
-        // SAFETY: forwarded contract.
-        let q = unsafe { borrow(queue, "queue") }?;
-        if destination.is_null() {
-            return Err(null("destination"));
-        }
-        let mut keep = smallvec::SmallVec::new();
-        // SAFETY: forwarded contract.
-        let r = unsafe { one_request(source, &mut keep) }?;
-        reads_device(r.mode, "the source accessor")?;
-        // SAFETY: forwarded contract.
-        let deps = unsafe { super::event::deps_from(dependencies, dependency_count) }?;
-        // SAFETY: the caller keeps `destination` valid per the contract.
-        let ev = unsafe { q.copy_host_accessor(&r, destination as usize, true, &deps) }?;
-        on_complete(&ev, release, destination as usize, user_data)?;
-        // SAFETY: forwarded contract.
-        unsafe { super::event::give_event(ev, out_event) };
-        Ok(())
+    // SAFETY: forwarded contract.
+    guard(|| unsafe {
+        copy_host(
+            queue,
+            source,
+            destination,
+            true,
+            release,
+            user_data,
+            dependencies,
+            dependency_count,
+            out_event,
+        )
     })
 }
 
@@ -553,24 +584,19 @@ pub unsafe extern "C" fn syrah_queue_copy_to_accessor(
     dependency_count: usize,
     out_event: *mut *mut Event,
 ) -> syrah_status {
-    guard(|| {
-        // SAFETY: forwarded contract.
-        let q = unsafe { borrow(queue, "queue") }?;
-        if source.is_null() {
-            return Err(null("source"));
-        }
-        let mut keep = smallvec::SmallVec::new();
-        // SAFETY: forwarded contract.
-        let r = unsafe { one_request(destination, &mut keep) }?;
-        writes_device(r.mode, "the destination accessor")?;
-        // SAFETY: forwarded contract.
-        let deps = unsafe { super::event::deps_from(dependencies, dependency_count) }?;
-        // SAFETY: the caller keeps `source` valid per the contract.
-        let ev = unsafe { q.copy_host_accessor(&r, source as usize, false, &deps) }?;
-        on_complete(&ev, release, source as usize, user_data)?;
-        // SAFETY: forwarded contract.
-        unsafe { super::event::give_event(ev, out_event) };
-        Ok(())
+    // SAFETY: forwarded contract.
+    guard(|| unsafe {
+        copy_host(
+            queue,
+            destination,
+            source as *mut c_void,
+            false,
+            release,
+            user_data,
+            dependencies,
+            dependency_count,
+            out_event,
+        )
     })
 }
 

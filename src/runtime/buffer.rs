@@ -974,7 +974,13 @@ fn fetch_one(
                     )
                 }?
             } else {
-                queue.copy_mem((dst_mem, dst_base), (src_mem, src_base), off, len, deps)?
+                queue.copy_mem(
+                    (dst_mem, dst_base),
+                    (src_mem, src_base),
+                    (off, off),
+                    len,
+                    deps,
+                )?
             };
             events.push(ev);
             count(st, len);
@@ -1038,13 +1044,14 @@ impl Prepared {
 }
 
 impl Queue {
-    /// One linear copy between a buffer's allocations where a device side
-    /// is a memory object (`mem`) and the host side a pointer.
+    /// One linear copy of `len` bytes, from offset `s0` of `src` to offset
+    /// `d0` of `dst`, where a device side is a memory object (`mem`) and
+    /// the host side a pointer (`base`).
     fn copy_mem(
         &self,
         dst: (Option<usize>, usize),
         src: (Option<usize>, usize),
-        off: usize,
+        (d0, s0): (usize, usize),
         len: usize,
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
@@ -1056,17 +1063,17 @@ impl Queue {
             |q, wl, ev| {
                 let wptr = super::queue::ptr_or_null(wl);
                 let n = wl.len() as cl_uint;
-                // SAFETY: memory objects and host storage cover the buffer's
-                // bytes and the run lies inside; the wait list is of this
-                // context; the host storage outlives the copy.
+                // SAFETY: memory objects and host memory cover the copied bytes;
+                // the wait list is of this context; the host memory outlives
+                // the copy.
                 let rc = unsafe {
                     match (dst.0, src.0) {
                         (Some(d), Some(sm)) => (api.clEnqueueCopyBuffer)(
                             q,
                             sm as cl_mem,
                             d as cl_mem,
-                            off,
-                            off,
+                            s0,
+                            d0,
                             len,
                             n,
                             wptr,
@@ -1076,9 +1083,9 @@ impl Queue {
                             q,
                             d as cl_mem,
                             CL_FALSE,
-                            off,
+                            d0,
                             len,
-                            (src.1 + off) as *const c_void,
+                            (src.1 + s0) as *const c_void,
                             n,
                             wptr,
                             ev,
@@ -1087,9 +1094,9 @@ impl Queue {
                             q,
                             sm as cl_mem,
                             CL_FALSE,
-                            off,
+                            s0,
                             len,
-                            (dst.1 + off) as *mut c_void,
+                            (dst.1 + d0) as *mut c_void,
                             n,
                             wptr,
                             ev,
@@ -1612,56 +1619,12 @@ impl Queue {
         len: usize,
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
-        let api = api()?;
-        self.submit(
+        self.copy_mem(
+            (dst.mem(), dst.base()),
+            (src.mem(), src.base()),
+            (d0, s0),
+            len,
             deps,
-            format!("buffer copy of {len} bytes"),
-            None,
-            |q, wl, ev| {
-                let wptr = super::queue::ptr_or_null(wl);
-                let n = wl.len() as cl_uint;
-                // SAFETY: the windows lie inside their memory objects / host
-                // memory; the wait list is of this context.
-                let rc = unsafe {
-                    match (dst.mem(), src.mem()) {
-                        (Some(d), Some(sm)) => (api.clEnqueueCopyBuffer)(
-                            q,
-                            sm as cl_mem,
-                            d as cl_mem,
-                            s0,
-                            d0,
-                            len,
-                            n,
-                            wptr,
-                            ev,
-                        ),
-                        (Some(d), None) => (api.clEnqueueWriteBuffer)(
-                            q,
-                            d as cl_mem,
-                            CL_FALSE,
-                            d0,
-                            len,
-                            (src.base() + s0) as *const c_void,
-                            n,
-                            wptr,
-                            ev,
-                        ),
-                        (None, Some(sm)) => (api.clEnqueueReadBuffer)(
-                            q,
-                            sm as cl_mem,
-                            CL_FALSE,
-                            s0,
-                            len,
-                            (dst.base() + d0) as *mut c_void,
-                            n,
-                            wptr,
-                            ev,
-                        ),
-                        (None, None) => CL_INVALID_OPERATION,
-                    }
-                };
-                check(rc, "buffer copy")
-            },
         )
     }
 

@@ -277,19 +277,23 @@ impl Queue {
             .map(|_| ());
         match r {
             Err(e) if e.status == Status::InvalidPointer => {
-                if let Some(other) = self.ctx.foreign_owner(addr) {
-                    return Err(Error::new(
-                        Status::WrongContext,
-                        format!(
-                            "{what} {addr:#x} belongs to context {other}, not to the queue's context {}",
-                            self.ctx.id
-                        ),
-                    ));
-                }
-                Err(e)
+                Err(self.foreign(addr, what).unwrap_or(e))
             }
             other => other,
         }
+    }
+
+    /// The error for an address that belongs to another live context.
+    fn foreign(&self, addr: usize, what: &str) -> Option<Error> {
+        self.ctx.foreign_owner(addr).map(|other| {
+            Error::new(
+                Status::WrongContext,
+                format!(
+                    "{what} {addr:#x} belongs to context {other}, not to the queue's context {}",
+                    self.ctx.id
+                ),
+            )
+        })
     }
 
     /// Checks a memcpy operand: USM of this context (bounded) or host memory.
@@ -299,16 +303,7 @@ impl Queue {
         if inside {
             return self.check_usm_range(ptr, len, what);
         }
-        if let Some(other) = self.ctx.foreign_owner(addr) {
-            return Err(Error::new(
-                Status::WrongContext,
-                format!(
-                    "{what} {addr:#x} belongs to context {other}, not to the queue's context {}",
-                    self.ctx.id
-                ),
-            ));
-        }
-        Ok(())
+        self.foreign(addr, what).map_or(Ok(()), Err)
     }
 
     /// Issues one USM copy on lane `q`.
