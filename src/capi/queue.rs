@@ -326,11 +326,12 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             .collect::<Result<SmallVec<[(usize, Option<usize>); 8]>>>()?;
         // SAFETY: forwarded contract.
         let a = unsafe { args_from(args, arg_count, &ptrs) }?;
-        let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();
-        let keep: Option<Box<dyn std::any::Any + Send>> = if keep.is_empty() {
+        let keep = if prepared.is_empty() {
             None
         } else {
-            Some(Box::new(keep))
+            Some(crate::runtime::queue::Held::Storages(
+                prepared.iter().map(|p| p.storage.clone()).collect(),
+            ))
         };
         let ev = q.launch(k, &nd, &a, &deps, keep)?;
         q.commit_accesses(&prepared, &ev);

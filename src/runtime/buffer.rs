@@ -6,7 +6,7 @@
 use super::context::Context;
 use super::event::Event;
 use super::platform::Device;
-use super::queue::Queue;
+use super::queue::{Held, Queue};
 use crate::core::aspects::UsmStrategy;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
@@ -1739,7 +1739,10 @@ impl Queue {
             self.copy_window(dev, Side::Host(host), ext, elem, &waits)?
         };
         self.commit_accesses(&prepared, &ev);
-        self.track(ev.clone(), Some(Box::new(p.storage.clone())));
+        self.track(
+            ev.clone(),
+            Some(Held::Storages(smallvec::smallvec![p.storage.clone()])),
+        );
         Ok(ev)
     }
 
@@ -1770,8 +1773,8 @@ impl Queue {
         let d = self.dev_side(&prepared[1], dst)?;
         let ev = self.copy_window(d, s, src.range, src.buffer.view.elem, &waits)?;
         self.commit_accesses(&prepared, &ev);
-        let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();
-        self.track(ev.clone(), Some(Box::new(keep)));
+        let keep = prepared.iter().map(|p| p.storage.clone()).collect();
+        self.track(ev.clone(), Some(Held::Storages(keep)));
         Ok(ev)
     }
 
@@ -1843,7 +1846,10 @@ impl Queue {
             self.marker(&evs, "buffer fill")?
         };
         self.commit_accesses(&prepared, &ev);
-        self.track(ev.clone(), Some(Box::new(p.storage.clone())));
+        self.track(
+            ev.clone(),
+            Some(Held::Storages(smallvec::smallvec![p.storage.clone()])),
+        );
         Ok(ev)
     }
 }

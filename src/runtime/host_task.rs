@@ -14,6 +14,7 @@ use crate::core::error::{Error, Result, Status};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -170,8 +171,8 @@ impl Queue {
         let done = Event::create_user_named(&self.ctx, "host task")?;
         let prepared = self.prepare_host_accesses(reqs, &mut waits, &done)?;
         waits.retain(|d| d.passes_failure_on());
-        let keep: Vec<_> = prepared.iter().map(|p| p.storage.clone()).collect();
-        self.track(done.clone(), Some(Box::new(keep)));
+        let keep: SmallVec<[_; 2]> = prepared.iter().map(|p| p.storage.clone()).collect();
+        self.track(done.clone(), Some(super::queue::Held::Storages(keep)));
         if self.in_order {
             self.order_after(&done);
         }

@@ -72,7 +72,7 @@ impl Queue {
         range: &NdRange,
         args: &[Arg<'_>],
         deps: &[Arc<Event>],
-        keep: Option<Box<dyn std::any::Any + Send>>,
+        keep: super::queue::Keep,
     ) -> Result<Arc<Event>> {
         let api = api()?;
         let kinfo = self.precheck(kernel, range, args.len())?;

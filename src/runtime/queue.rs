@@ -27,10 +27,20 @@ use std::sync::Arc;
 pub type AsyncHandler =
     unsafe extern "C" fn(*const Queue, i32, *const std::ffi::c_char, *mut c_void);
 
+/// What a command keeps alive until it completes.
+pub enum Held {
+    /// Anything (e.g. a fill's seed bytes).
+    Any(Box<dyn Any + Send>),
+    /// The storages of the buffers it accesses (inline while few).
+    Storages(SmallVec<[Arc<super::buffer::Storage>; 2]>),
+}
+
+/// Optional [`Held`].
+pub type Keep = Option<Held>;
+
 struct Entry {
     event: Arc<Event>,
-    /// Memory the command reads until it completes (e.g. a fill seed).
-    _keep: Option<Box<dyn Any + Send>>,
+    _keep: Keep,
 }
 
 #[derive(Default)]
@@ -230,7 +240,7 @@ impl Queue {
         &self,
         deps: &[Arc<Event>],
         what: impl Into<Arc<str>>,
-        keep: Option<Box<dyn Any + Send>>,
+        keep: Keep,
         enqueue: impl FnOnce(cl_command_queue, &[cl_event], &mut cl_event) -> Result<()>,
     ) -> Result<Arc<Event>> {
         let api = api()?;
@@ -276,7 +286,7 @@ impl Queue {
         Ok(ev)
     }
 
-    pub(crate) fn track(&self, ev: Arc<Event>, keep: Option<Box<dyn Any + Send>>) {
+    pub(crate) fn track(&self, ev: Arc<Event>, keep: Keep) {
         let mut inf = self.inflight.lock();
         inf.entries.push_back(Entry {
             event: ev,

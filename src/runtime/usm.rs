@@ -410,7 +410,7 @@ impl Queue {
         size: usize,
         deps: &[Arc<Event>],
         what: impl Into<Arc<str>>,
-        keep: Option<Box<dyn std::any::Any + Send>>,
+        keep: super::queue::Keep,
     ) -> Result<Arc<Event>> {
         self.submit(deps, what, keep, |q, wl, ev| {
             self.copy_cmd(q, dst, src, size, wl, ev)
@@ -486,7 +486,7 @@ impl Queue {
                 let mut prev = self.submit(
                     deps,
                     format!("{what} (seed)"),
-                    Some(Box::new(seed)),
+                    Some(super::queue::Held::Any(Box::new(seed))),
                     |q, wl, ev| self.copy_cmd(q, dst, sp.cast(), sl, wl, ev),
                 )?;
                 for c in copies {
