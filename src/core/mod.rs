@@ -1,5 +1,5 @@
 //! Pure logic with no OpenCL calls: selection, aspects, allocation
-//! registry, launch checks and fill planning.
+//! registry, launch checks, fill planning and trace text.
 
 pub mod aspects;
 pub mod deps;
@@ -9,3 +9,4 @@ pub mod launch;
 pub mod pages;
 pub mod registry;
 pub mod selector;
+pub mod trace;

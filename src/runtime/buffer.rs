@@ -1107,6 +1107,7 @@ impl Queue {
                 check(rc, "buffer copy")
             },
         )
+        .map(|e| e.with_bytes(len))
     }
 
     /// One rectangular copy between a buffer's allocations: device sides
@@ -1186,6 +1187,7 @@ impl Queue {
             };
             check(rc, "rectangular buffer copy")
         })
+        .map(|e| e.with_bytes(region.iter().product()))
     }
 
     /// Prepares the accessors of a command group on this queue's device:
@@ -1701,6 +1703,7 @@ impl Queue {
             };
             check(rc, "rectangular buffer copy")
         })
+        .map(|e| e.with_bytes(region.iter().product()))
     }
 
     fn dev_side(&self, p: &Prepared, r: &AccessReq<'_>) -> Result<Side> {
@@ -1837,6 +1840,7 @@ impl Queue {
                         check(rc, "clEnqueueFillBuffer")
                     },
                 )?
+                .with_bytes(len)
             };
             evs.push(ev);
         }

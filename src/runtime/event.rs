@@ -46,6 +46,19 @@ pub struct Event {
     /// A transfer Syrah made for a command: its failure reaches the user
     /// through that command, not as an error of its own.
     pub internal: AtomicBool,
+    /// Process-unique command id (names the command in traces and graphs).
+    pub id: u64,
+    /// Bytes the command moves (copies and fills; 0 otherwise).
+    pub bytes: AtomicU64,
+    /// Host time of submission while tracing, in trace nanoseconds.
+    pub submit_ns: AtomicU64,
+    /// Set once the command is in the trace (it may be tracked twice).
+    pub traced: AtomicBool,
+}
+
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 const OUTCOME_OK: u8 = 1;
@@ -87,6 +100,10 @@ impl Event {
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
             internal: AtomicBool::new(false),
+            id: next_id(),
+            bytes: AtomicU64::new(0),
+            submit_ns: AtomicU64::new(0),
+            traced: AtomicBool::new(false),
         })
     }
 
@@ -167,6 +184,10 @@ impl Event {
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
             internal: AtomicBool::new(false),
+            id: next_id(),
+            bytes: AtomicU64::new(0),
+            submit_ns: AtomicU64::new(0),
+            traced: AtomicBool::new(false),
         }))
     }
 
@@ -204,6 +225,17 @@ impl Event {
             return Err(Error::invalid("the user event was already completed"));
         }
         check(rc, "clSetUserEventStatus")
+    }
+
+    /// Notes the bytes the command moves (for traces).
+    pub fn with_bytes(self: Arc<Self>, n: usize) -> Arc<Self> {
+        self.bytes.store(n as u64, Ordering::Relaxed);
+        self
+    }
+
+    /// True when the outcome is known (no query).
+    pub fn is_settled(&self) -> bool {
+        self.outcome.load(Ordering::Acquire) != 0
     }
 
     /// True when the outcome is already known to be success (no query).

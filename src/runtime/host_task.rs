@@ -119,7 +119,15 @@ fn run(job: &Job) {
                 job.done.what, e.message
             ),
         )),
-        None => run_tasks(job),
+        None => {
+            let tracer = super::trace::tracer();
+            let start = tracer.map_or(0, |t| t.now_ns());
+            let r = run_tasks(job);
+            if let Some(t) = tracer {
+                t.host_done(&job.done, start, r.is_err());
+            }
+            r
+        }
     };
     for t in &job.tasks {
         if let Some(r) = t.release {
@@ -170,6 +178,10 @@ impl Queue {
         }
         let done = Event::create_user_named(&self.ctx, "host task")?;
         let prepared = self.prepare_host_accesses(reqs, &mut waits, &done)?;
+        if let Some(t) = super::trace::tracer() {
+            let ids: Vec<u64> = waits.iter().map(|d| d.id).collect();
+            t.graph_node(&done, "host", &ids);
+        }
         waits.retain(|d| d.passes_failure_on());
         let keep: SmallVec<[_; 2]> = prepared.iter().map(|p| p.storage.clone()).collect();
         self.track(done.clone(), Some(super::queue::Held::Storages(keep)));

@@ -9,4 +9,5 @@ pub mod launch;
 pub mod platform;
 pub mod program;
 pub mod queue;
+pub mod trace;
 pub mod usm;

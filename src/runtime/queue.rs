@@ -20,6 +20,7 @@ use smallvec::SmallVec;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Called once per asynchronous error: the queue, the status, the message
@@ -41,6 +42,18 @@ pub type Keep = Option<Held>;
 struct Entry {
     event: Arc<Event>,
     _keep: Keep,
+    /// The device whose profiling timestamps go into the trace, if any.
+    timed: Option<&'static Device>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if let (Some(dev), Some(t)) = (self.timed, super::trace::tracer()) {
+            if self.event.is_settled() && !self.event.traced.swap(true, Ordering::AcqRel) {
+                t.command_done(&self.event, dev);
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -80,6 +93,8 @@ pub struct Queue {
     props: cl_command_queue_properties,
     pub in_order: bool,
     pub profiling: bool,
+    /// Lanes record timestamps for the trace.
+    timed: bool,
     handler: Option<(AsyncHandler, usize)>,
     me: std::sync::Weak<Queue>,
     inflight: Mutex<Inflight>,
@@ -112,7 +127,8 @@ impl Queue {
             ));
         }
         let mut props: cl_command_queue_properties = 0;
-        if profiling {
+        let timed = super::trace::timing() && device.profiling;
+        if profiling || timed {
             props |= CL_QUEUE_PROFILING_ENABLE;
         }
         let first = open_lane(&ctx, device, props)?;
@@ -132,6 +148,7 @@ impl Queue {
             props,
             in_order,
             profiling,
+            timed,
             handler,
             me: me.clone(),
             inflight: Mutex::new(Inflight {
@@ -267,12 +284,23 @@ impl Queue {
                 d.wait()?;
             }
         }
+        let tracer = super::trace::tracer();
+        let submitted = tracer.map_or(0, |t| t.now_ns());
         let mut cl: cl_event = std::ptr::null_mut();
         enqueue(lanes.list[i].cl, &wl, &mut cl)?;
+        let graph_deps: SmallVec<[u64; 8]> = match tracer {
+            Some(t) if t.graphing() => all.iter().map(|d| d.id).collect(),
+            _ => SmallVec::new(),
+        };
         // Only dependencies that are still running can make this command's
         // outcome depend on theirs.
         all.retain(|d| d.passes_failure_on());
         let ev = Event::new(cl, self.ctx.id, what.into(), self.profiling, all);
+        if let Some(t) = tracer {
+            ev.submit_ns
+                .store(submitted, std::sync::atomic::Ordering::Release);
+            t.submitted(&ev, self.device, &graph_deps);
+        }
         ev.set_gated(blocking);
         let lane = &mut lanes.list[i];
         ev.lane.store(lane.id, std::sync::atomic::Ordering::Release);
@@ -288,9 +316,11 @@ impl Queue {
 
     pub(crate) fn track(&self, ev: Arc<Event>, keep: Keep) {
         let mut inf = self.inflight.lock();
+        let timed = (self.timed && !ev.user).then_some(self.device);
         inf.entries.push_back(Entry {
             event: ev,
             _keep: keep,
+            timed,
         });
         self.prune(&mut inf);
     }
@@ -367,6 +397,10 @@ impl Queue {
                     None => std::thread::sleep(std::time::Duration::from_micros(50)),
                 }
             }
+        }
+        drop(entries);
+        if let Some(t) = super::trace::tracer() {
+            t.flush();
         }
         Ok(())
     }
@@ -527,6 +561,9 @@ impl Drop for Queue {
             unsafe { (api.clReleaseCommandQueue)(lane.cl) };
         }
         drop(entries);
+        if let Some(t) = super::trace::tracer() {
+            t.flush();
+        }
         // Errors nobody collected are not dropped silently: the handler gets
         // them, or, without one, standard error does.
         let errors = std::mem::take(self.errors.get_mut());

@@ -396,6 +396,7 @@ impl Queue {
             None,
             |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
         )
+        .map(|e| e.with_bytes(size))
     }
 
     /// A copy between trusted pointers (buffer allocations and their host
@@ -415,6 +416,7 @@ impl Queue {
         self.submit(deps, what, keep, |q, wl, ev| {
             self.copy_cmd(q, dst, src, size, wl, ev)
         })
+        .map(|e| e.with_bytes(size))
     }
 
     /// Fills `size` bytes at `dst` with `pattern` repeated.
@@ -442,28 +444,12 @@ impl Queue {
         let api = api()?;
         match plan {
             FillPlan::Empty => self.marker(deps, &what),
-            FillPlan::Native => self.submit(deps, what, None, |q, wl, ev| {
-                let rc = match self.intel() {
-                    // SAFETY: validated range; OpenCL copies the pattern.
-                    Some(f) => unsafe {
-                        (f.clEnqueueMemFillINTEL)(
-                            q,
-                            dst,
-                            pattern.as_ptr().cast(),
-                            pattern.len(),
-                            size,
-                            wl.len() as cl_uint,
-                            ptr_or_null(wl),
-                            ev,
-                        )
-                    },
-                    None => {
-                        let f = api.clEnqueueSVMMemFill.ok_or_else(|| {
-                            Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
-                        })?;
-                        // SAFETY: as above.
-                        unsafe {
-                            f(
+            FillPlan::Native => self
+                .submit(deps, what, None, |q, wl, ev| {
+                    let rc = match self.intel() {
+                        // SAFETY: validated range; OpenCL copies the pattern.
+                        Some(f) => unsafe {
+                            (f.clEnqueueMemFillINTEL)(
                                 q,
                                 dst,
                                 pattern.as_ptr().cast(),
@@ -473,34 +459,59 @@ impl Queue {
                                 ptr_or_null(wl),
                                 ev,
                             )
+                        },
+                        None => {
+                            let f = api.clEnqueueSVMMemFill.ok_or_else(|| {
+                                Error::new(
+                                    Status::Internal,
+                                    "SVM strategy without clEnqueueSVMMemFill",
+                                )
+                            })?;
+                            // SAFETY: as above.
+                            unsafe {
+                                f(
+                                    q,
+                                    dst,
+                                    pattern.as_ptr().cast(),
+                                    pattern.len(),
+                                    size,
+                                    wl.len() as cl_uint,
+                                    ptr_or_null(wl),
+                                    ev,
+                                )
+                            }
                         }
-                    }
-                };
-                check(rc, "USM fill")
-            }),
+                    };
+                    check(rc, "USM fill")
+                })
+                .map(|e| e.with_bytes(size)),
             FillPlan::Staged { seed, copies } => {
                 let seed = seed.into_boxed_slice();
                 let base = dst as usize;
                 let (sp, sl) = (seed.as_ptr(), seed.len());
                 // The seed stays alive with the first copy's tracking entry.
-                let mut prev = self.submit(
-                    deps,
-                    format!("{what} (seed)"),
-                    Some(super::queue::Held::Any(Box::new(seed))),
-                    |q, wl, ev| self.copy_cmd(q, dst, sp.cast(), sl, wl, ev),
-                )?;
+                let mut prev = self
+                    .submit(
+                        deps,
+                        format!("{what} (seed)"),
+                        Some(super::queue::Held::Any(Box::new(seed))),
+                        |q, wl, ev| self.copy_cmd(q, dst, sp.cast(), sl, wl, ev),
+                    )?
+                    .with_bytes(sl);
                 for c in copies {
                     let d = std::slice::from_ref(&prev);
-                    prev = self.submit(d, what.as_str(), None, |q, wl, ev| {
-                        self.copy_cmd(
-                            q,
-                            (base + c.dst) as *mut c_void,
-                            (base + c.src) as *const c_void,
-                            c.len,
-                            wl,
-                            ev,
-                        )
-                    })?;
+                    prev = self
+                        .submit(d, what.as_str(), None, |q, wl, ev| {
+                            self.copy_cmd(
+                                q,
+                                (base + c.dst) as *mut c_void,
+                                (base + c.src) as *const c_void,
+                                c.len,
+                                wl,
+                                ev,
+                            )
+                        })?
+                        .with_bytes(c.len);
                 }
                 Ok(prev)
             }
