@@ -179,6 +179,42 @@ static void test_events(const syrah_device *d) {
   syrah_event_release(k);
   syrah_event_release(c);
 
+  /* An event of another context holds back a command without holding back
+   * the thread that submits it; its failure reaches the command. */
+  {
+    syrah_context *other = NULL;
+    int failed;
+    REQUIRE_OK(syrah_context_create(&d, 1, &other));
+    for (failed = 0; failed < 2; ++failed) {
+      int zero = 0;
+      syrah_kernel_arg zargs[2];
+      zargs[0] = args[0];
+      zargs[1] = syrah_arg_value(&zero, sizeof zero);
+      EXPECT_OK(syrah_queue_launch(q, f.set, &r, zargs, 2, NULL, 0, NULL));
+      EXPECT_OK(syrah_queue_wait(q));
+      REQUIRE_OK(syrah_user_event_create(other, &user));
+      EXPECT_OK(syrah_queue_launch(q, f.set, &r, args, 2, (const syrah_event *const *)&user, 1, &k));
+      sleep_ms(50);
+      EXPECT_OK(syrah_event_get_status(k, &st));
+      EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE && st != SYRAH_EVENT_FAILED);
+      EXPECT_OK(syrah_user_event_complete(user, failed != 0));
+      if (failed) {
+        EXPECT_ERR(syrah_event_wait(k), SYRAH_ERROR_EXECUTION_FAILED, "depends on a user event that failed");
+      } else {
+        EXPECT_OK(syrah_event_wait(k));
+        EXPECT_OK(syrah_queue_memcpy(q, host, f.mem, sizeof host, NULL, 0, &c));
+        EXPECT_OK(syrah_event_wait(c));
+        for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 7;
+        EXPECT_TRUE(ok);
+        syrah_event_release(c);
+      }
+      EXPECT_OK(syrah_queue_wait(q));
+      syrah_event_release(user);
+      syrah_event_release(k);
+    }
+    syrah_context_release(other);
+  }
+
   /* 40 dependent increments on an out-of-order queue, chained by events. */
   EXPECT_OK(syrah_queue_launch(q, f.set, &r, args, 2, NULL, 0, &chain));
   for (i = 0; i < 40; ++i) {

@@ -270,20 +270,24 @@ impl Queue {
                 all.push(b.clone());
             }
         }
-        let blocking = all.iter().any(|d| d.blocks());
+        // Commands of other contexts are waited for through user events of
+        // this one, completed from their callbacks: never on this thread.
+        let mut bridges: SmallVec<[Arc<Event>; 2]> = SmallVec::new();
+        for d in &all {
+            if d.ctx_id != self.ctx.id && !d.is_done() {
+                bridges.push(Event::bridge(&self.ctx, d)?);
+            }
+        }
+        let blocking = all.iter().chain(&bridges).any(|d| d.blocks());
         let i = self.pick_lane(&mut lanes, &all, blocking)?;
         let tail = lanes.list[i].tail.clone();
         let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
         for d in &all {
-            if tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d)) {
-                continue;
-            }
-            if d.ctx_id == self.ctx.id {
+            if d.ctx_id == self.ctx.id && !tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d)) {
                 wl.push(d.cl);
-            } else {
-                d.wait()?;
             }
         }
+        wl.extend(bridges.iter().map(|b| b.cl));
         let tracer = super::trace::tracer();
         let submitted = tracer.map_or(0, |t| t.now_ns());
         let mut cl: cl_event = std::ptr::null_mut();
@@ -295,6 +299,8 @@ impl Queue {
         // Only dependencies that are still running can make this command's
         // outcome depend on theirs.
         all.retain(|d| d.passes_failure_on());
+        // The bridges stay alive until the command's outcome is known.
+        all.extend(bridges);
         let ev = Event::new(cl, self.ctx.id, what.into(), self.profiling, all);
         if let Some(t) = tracer {
             ev.submit_ns
