@@ -911,7 +911,13 @@ fn fetch_one(
     };
     let (dst_base, src_base) = (base(target), base(src));
     let queue = match (target, q) {
-        (0, _) => transfer_queue(st, src)?,
+        // Behind the command that wrote the pages, on its own lane when it
+        // is still the last there: no wait across queues, which some
+        // drivers make slow.
+        (0, _) => match writer_queue(st, src, deps) {
+            Some(wq) => wq,
+            None => transfer_queue(st, src)?,
+        },
         (_, Some(q)) => transfer_queue_for_target(st, target, q)?,
         (_, None) => transfer_queue(st, target)?,
     };
@@ -994,6 +1000,17 @@ fn fetch_one(
         record(st, *pages, true, Token::Cmd(e.clone()), 0);
     }
     Ok(events)
+}
+
+/// The queue of a command in `deps` on device `src` of the buffer that a
+/// copy can follow directly on its lane.
+fn writer_queue(st: &State, src: usize, deps: &[Arc<Event>]) -> Option<Arc<Queue>> {
+    let d = st.devs.get(src.checked_sub(1)?)?;
+    deps.iter().rev().find_map(|e| {
+        let wq = e.owner.upgrade()?;
+        (wq.ctx.id == d.ctx.id && std::ptr::eq(wq.device, d.device) && wq.follows_directly(e))
+            .then_some(wq)
+    })
 }
 
 /// The queue to enqueue copies into `target` on: the caller's queue when it

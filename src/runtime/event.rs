@@ -54,6 +54,8 @@ pub struct Event {
     pub submit_ns: AtomicU64,
     /// Set once the command is in the trace (it may be tracked twice).
     pub traced: AtomicBool,
+    /// The queue the command was submitted to (none for user events).
+    pub owner: std::sync::Weak<super::queue::Queue>,
 }
 
 fn next_id() -> u64 {
@@ -85,6 +87,7 @@ impl Event {
         what: Arc<str>,
         profiling: bool,
         deps: SmallVec<[Arc<Event>; 8]>,
+        owner: std::sync::Weak<super::queue::Queue>,
     ) -> Arc<Event> {
         Arc::new(Event {
             cl,
@@ -104,6 +107,7 @@ impl Event {
             bytes: AtomicU64::new(0),
             submit_ns: AtomicU64::new(0),
             traced: AtomicBool::new(false),
+            owner,
         })
     }
 
@@ -188,6 +192,7 @@ impl Event {
             bytes: AtomicU64::new(0),
             submit_ns: AtomicU64::new(0),
             traced: AtomicBool::new(false),
+            owner: std::sync::Weak::new(),
         }))
     }
 

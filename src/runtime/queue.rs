@@ -193,6 +193,20 @@ impl Queue {
             .collect()
     }
 
+    /// True when a command submitted now would run right behind `ev` on
+    /// its lane, waiting for nothing else the queue imposes.
+    pub(crate) fn follows_directly(&self, ev: &Arc<Event>) -> bool {
+        let lanes = self.lanes.lock();
+        lanes
+            .barrier
+            .as_ref()
+            .is_none_or(|b| Arc::ptr_eq(b, ev) || b.is_done())
+            && lanes
+                .list
+                .iter()
+                .any(|l| l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
+    }
+
     /// Makes every later command of the queue wait for `ev` (how host-side
     /// work keeps an in-order queue's order).
     pub(crate) fn order_after(&self, ev: &Arc<Event>) {
@@ -301,7 +315,14 @@ impl Queue {
         all.retain(|d| d.passes_failure_on());
         // The bridges stay alive until the command's outcome is known.
         all.extend(bridges);
-        let ev = Event::new(cl, self.ctx.id, what.into(), self.profiling, all);
+        let ev = Event::new(
+            cl,
+            self.ctx.id,
+            what.into(),
+            self.profiling,
+            all,
+            self.me.clone(),
+        );
         if let Some(t) = tracer {
             ev.submit_ns
                 .store(submitted, std::sync::atomic::Ordering::Release);
