@@ -56,7 +56,7 @@ def main() -> int:
     shown = [s for s in spans if s["ts"] - t0 + s["dur"] >= lo and s["ts"] - t0 <= hi]
     rows = sorted({(s["pid"], s["tid"]) for s in shown})
     index = {r: i for i, r in enumerate(rows)}
-    fig, ax = plt.subplots(figsize=(12, 0.45 * len(rows) + 1.6))
+    fig, ax = plt.subplots(figsize=(12, 0.5 * len(rows) + 2.2))
     for s in shown:
         y = index[(s["pid"], s["tid"])]
         start = max(s["ts"] - t0, lo)
@@ -73,8 +73,10 @@ def main() -> int:
     ax.legend(
         handles=[Patch(color=c, label=k) for k, c in COLOURS.items()],
         fontsize=7,
-        loc="upper right",
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.28),
         ncol=5,
+        frameon=False,
     )
     fig.tight_layout()
     fig.savefig(a.png, dpi=110)
