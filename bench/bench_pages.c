@@ -8,28 +8,7 @@
  *    whole, already current, buffer (page-state tracking over every page).
  *
  * usage: bench_pages P.D     (prints a Markdown table) */
-#include <syrah.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#define SY_OK(call)                                                                          \
-  do {                                                                                       \
-    syrah_status s_ = (call);                                                                \
-    if (s_ != SYRAH_SUCCESS) {                                                               \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, syrah_status_name(s_), \
-              syrah_last_error_message());                                                   \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
+#include "bench_common.h"
 
 enum { BYTES = 64 << 20, WINDOW = 1 << 20, WINDOW_AT = (10 << 20) + 12345 * 4, SUBMITS = 2000 };
 

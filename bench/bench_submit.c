@@ -7,43 +7,14 @@
  * Prints a Markdown table and writes bench_submit.json: the mean enqueue
  * cost per submission for each batch, so flatness over the run shows. */
 #include <CL/cl.h>
-#include <syrah.h>
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include "bench_common.h"
 
 static const char *source =
     "__kernel void touch(__global const int *a, __global int *b) {\n"
     "  size_t i = get_global_id(0);\n"
     "  b[i] = a[i] + 1;\n"
     "}\n";
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-#define CL_OK(call)                                                      \
-  do {                                                                   \
-    cl_int e_ = (call);                                                  \
-    if (e_ != CL_SUCCESS) {                                              \
-      fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #call, e_); \
-      exit(1);                                                           \
-    }                                                                    \
-  } while (0)
-
-#define SY_OK(call)                                                                          \
-  do {                                                                                       \
-    syrah_status s_ = (call);                                                                \
-    if (s_ != SYRAH_SUCCESS) {                                                               \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, syrah_status_name(s_), \
-              syrah_last_error_message());                                                   \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
 
 enum { ELEMS = 64 };
 
@@ -161,20 +132,6 @@ static void run_syrah(const char *spec, int total, int batch, double *out) {
   SY_OK(syrah_program_release(prog));
   SY_OK(syrah_context_release(ctx));
   SY_OK(syrah_queue_release(q));
-}
-
-static int cmp(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-
-static double median(const double *v, int n) {
-  double *c = (double *)malloc(sizeof(double) * (size_t)n), m;
-  memcpy(c, v, sizeof(double) * (size_t)n);
-  qsort(c, (size_t)n, sizeof(double), cmp);
-  m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-  free(c);
-  return m;
 }
 
 int main(int argc, char **argv) {

@@ -232,6 +232,16 @@ impl Queue {
             return Ok(i);
         }
         let usable = |l: &Lane| !l.gated || l.tail.as_ref().is_none_or(|t| t.is_done());
+        // Behind a dependency that ran on a lane of this queue, when nothing
+        // gated came after it there: the lane's order then covers the wait.
+        if let Some(i) = lanes.list.iter().position(|l| {
+            usable(l)
+                && deps
+                    .iter()
+                    .any(|d| d.lane.load(std::sync::atomic::Ordering::Acquire) == l.id)
+        }) {
+            return Ok(i);
+        }
         let n = lanes.list.len();
         // An idle lane first, then the next usable one in turn.
         if let Some(i) = (0..n).find(|&i| lanes.list[i].tail.as_ref().is_none_or(|t| t.is_done())) {
@@ -296,8 +306,12 @@ impl Queue {
         let i = self.pick_lane(&mut lanes, &all, blocking)?;
         let tail = lanes.list[i].tail.clone();
         let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
+        let lane_id = lanes.list[i].id;
         for d in &all {
-            if d.ctx_id == self.ctx.id && !tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d)) {
+            // A command of the chosen lane is ordered by the lane itself.
+            let on_lane = tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d))
+                || d.lane.load(std::sync::atomic::Ordering::Acquire) == lane_id;
+            if d.ctx_id == self.ctx.id && !on_lane {
                 wl.push(d.cl);
             }
         }
