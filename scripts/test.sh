@@ -106,5 +106,36 @@ for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
     fi
   done
 done
+# The benchmarks build, and a short independent-kernel run checks its
+# results on every device (speed is measured on purpose-built machines).
+cmake -S bench -B build/bench -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/bench -j "$(nproc)"
+for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
+  if build/bench/bench_independent "$dev" 400 8 100 > "build/bench/independent.$dev.log" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok   bench_independent on device $dev: $(grep -c '| ok |' "build/bench/independent.$dev.log") paths correct"
+  else
+    failed=$((failed + 1))
+    echo "FAIL bench_independent on device $dev:"
+    cat "build/bench/independent.$dev.log"
+  fi
+done
+
+# A trace of a two-device run is valid JSON with every kernel in it.
+rm -f build/examples/trace.json
+if SYRAH_TRACE=build/examples/trace.json build/examples/stencil_two_devices > build/examples/trace.log 2>&1 &&
+  python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+k = [e for e in t if e.get("cat") == "kernel"]
+assert len(k) == 40, len(k)
+print(len(t), "records,", len(k), "kernels")' build/examples/trace.json > build/examples/trace.check 2>&1; then
+  passed=$((passed + 1))
+  echo "ok   SYRAH_TRACE of stencil_two_devices: $(cat build/examples/trace.check)"
+else
+  failed=$((failed + 1))
+  echo "FAIL SYRAH_TRACE of stencil_two_devices:"
+  cat build/examples/trace.log build/examples/trace.check
+fi
 echo "examples: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
