@@ -3,7 +3,7 @@
 //! A queue runs its commands on one or more in-order OpenCL queues
 //! ("lanes") of its device. An in-order Syrah queue has one lane. An
 //! out-of-order one spreads independent commands over up to
-//! [`LANES`] lanes, so they can overlap on any driver, puts a command that
+//! [`LANES`] lanes (more on CPUs), so they can overlap on any driver, puts a command that
 //! depends on the last command of a lane behind it on that lane (no event
 //! wait needed), and keeps commands held back by an unfinished user event
 //! (a host accessor's gate) away from lanes that independent work uses:
@@ -83,8 +83,19 @@ struct Lanes {
 
 /// Lanes an out-of-order queue spreads independent work over.
 pub const LANES: usize = 4;
-/// Lanes at most, counting those opened to keep gated work apart.
-const MAX_LANES: usize = 16;
+/// Lanes opened beyond those to keep gated work apart.
+const GATED_LANES: usize = 12;
+
+/// Lanes for independent work on `device`: four, or one per compute unit
+/// up to sixteen on a CPU, whose driver runs each queue's commands one at
+/// a time on its cores.
+fn lanes_for(device: &Device) -> usize {
+    if device.kind == crate::core::selector::DeviceKind::Cpu {
+        (device.compute_units as usize).clamp(LANES, 16)
+    } else {
+        LANES
+    }
+}
 
 pub struct Queue {
     pub ctx: Arc<Context>,
@@ -93,6 +104,8 @@ pub struct Queue {
     props: cl_command_queue_properties,
     pub in_order: bool,
     pub profiling: bool,
+    /// Lanes for independent work.
+    width: usize,
     /// Lanes record timestamps for the trace.
     timed: bool,
     handler: Option<(AsyncHandler, usize)>,
@@ -148,6 +161,7 @@ impl Queue {
             props,
             in_order,
             profiling,
+            width: lanes_for(device),
             timed,
             handler,
             me: me.clone(),
@@ -245,14 +259,15 @@ impl Queue {
         let n = lanes.list.len();
         // An idle lane first, then the next usable one in turn.
         if let Some(i) = (0..n).find(|&i| lanes.list[i].tail.as_ref().is_none_or(|t| t.is_done())) {
-            if n >= LANES || i > 0 || blocking {
+            if n >= self.width || i > 0 || blocking {
                 lanes.next = i + 1;
                 return Ok(i);
             }
         }
-        if n < LANES
-            || (blocking && n < MAX_LANES)
-            || !(0..n).any(|i| usable(&lanes.list[i])) && n < MAX_LANES
+        let most = self.width + GATED_LANES;
+        if n < self.width
+            || (blocking && n < most)
+            || !(0..n).any(|i| usable(&lanes.list[i])) && n < most
         {
             let cl = open_lane(&self.ctx, self.device, self.props)?;
             lanes.list.push(Lane {
