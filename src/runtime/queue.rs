@@ -246,13 +246,14 @@ impl Queue {
             return Ok(i);
         }
         let usable = |l: &Lane| !l.gated || l.tail.as_ref().is_none_or(|t| t.is_done());
-        // Behind a dependency that ran on a lane of this queue, when nothing
-        // gated came after it there: the lane's order then covers the wait.
+        // Behind an unfinished dependency that ran on a lane of this queue,
+        // when nothing gated came after it there: the lane's order then
+        // covers the wait. (A finished one places nothing.)
         if let Some(i) = lanes.list.iter().position(|l| {
             usable(l)
-                && deps
-                    .iter()
-                    .any(|d| d.lane.load(std::sync::atomic::Ordering::Acquire) == l.id)
+                && deps.iter().any(|d| {
+                    d.lane.load(std::sync::atomic::Ordering::Acquire) == l.id && !d.is_done()
+                })
         }) {
             return Ok(i);
         }
