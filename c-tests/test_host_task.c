@@ -82,25 +82,6 @@ static void count_release(void *user) {
   ++released;
 }
 
-static syrah_accessor whole(syrah_buffer *b, syrah_access_mode m) {
-  syrah_accessor a;
-  memset(&a, 0, sizeof a);
-  a.buffer = b;
-  a.mode = m;
-  return a;
-}
-
-static syrah_status kernel1(syrah_queue *q, syrah_kernel *k, syrah_buffer *b, int v, syrah_event **ev) {
-  syrah_accessor a = whole(b, SYRAH_ACCESS_READ_WRITE);
-  syrah_range r = syrah_range_1d(N);
-  syrah_kernel_arg args[2];
-  args[0].kind = SYRAH_ARG_ACCESSOR;
-  args[0].size = 0;
-  args[0].value = NULL;
-  args[1] = syrah_arg_value(&v, sizeof v);
-  return syrah_queue_submit_kernel(q, k, &r, &a, 1, args, 2, NULL, 0, ev);
-}
-
 static void test_host_tasks(const syrah_device *d) {
   syrah_queue *q = NULL;
   syrah_context *ctx = NULL;
@@ -131,14 +112,14 @@ static void test_host_tasks(const syrah_device *d) {
 
   /* kernel (= 5) -> two host tasks (x2, log) -> kernel (+1), ordered by the
    * buffer alone on an out-of-order queue. */
-  EXPECT_OK(kernel1(q, setv, b, 5, NULL));
-  a = whole(b, SYRAH_ACCESS_READ_WRITE);
+  EXPECT_OK(t_launch_rw(q, setv, b, N, 5, NULL));
+  a = t_whole(b, SYRAH_ACCESS_READ_WRITE);
   tasks[0].run = task_check_and_double;
   tasks[0].user_data = &s;
   tasks[1].run = task_log2;
   tasks[1].user_data = &s;
   EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, tasks, 2, NULL, 0, &ev));
-  EXPECT_OK(kernel1(q, addv, b, 1, NULL));
+  EXPECT_OK(t_launch_rw(q, addv, b, N, 1, NULL));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 11;
   EXPECT_TRUE(ok);
@@ -188,9 +169,9 @@ static void test_host_tasks(const syrah_device *d) {
 
   /* A failing task: one asynchronous error, and its dependents fail too. */
   tasks[0].run = task_fail;
-  a = whole(b, SYRAH_ACCESS_READ_WRITE);
+  a = t_whole(b, SYRAH_ACCESS_READ_WRITE);
   EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, tasks, 1, NULL, 0, &ev));
-  EXPECT_OK(kernel1(q, addv, b, 1, &k));
+  EXPECT_OK(t_launch_rw(q, addv, b, N, 1, &k));
   EXPECT_ERR(syrah_queue_wait(q), SYRAH_ERROR_EXECUTION_FAILED,
              "host task 0 of the group reported failure: SYRAH_ERROR_INVALID_ARGUMENT (2): accessor index 99");
   EXPECT_TRUE(strstr(syrah_last_error_message(), "1 more") != NULL);
@@ -203,7 +184,7 @@ static void test_host_tasks(const syrah_device *d) {
   /* Native handles. */
   tasks[0].run = task_native;
   s.flag = 0;
-  a = whole(b, SYRAH_ACCESS_READ);
+  a = t_whole(b, SYRAH_ACCESS_READ);
   EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, tasks, 1, NULL, 0, &ev));
   EXPECT_OK(syrah_event_wait(ev));
   EXPECT_EQ(s.flag, 2);
@@ -215,9 +196,9 @@ static void test_host_tasks(const syrah_device *d) {
     REQUIRE_OK(syrah_queue_create(ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &io));
     s.nlog = 0;
     tasks[0].run = task_log2;
-    EXPECT_OK(kernel1(io, setv, b, 3, NULL));
+    EXPECT_OK(t_launch_rw(io, setv, b, N, 3, NULL));
     EXPECT_OK(syrah_queue_submit_host_tasks(io, NULL, 0, tasks, 1, NULL, 0, NULL));
-    EXPECT_OK(kernel1(io, addv, b, 4, NULL));
+    EXPECT_OK(t_launch_rw(io, addv, b, N, 4, NULL));
     EXPECT_OK(syrah_queue_wait(io));
     EXPECT_EQ(s.nlog, 1);
     syrah_queue_release(io);

@@ -31,25 +31,6 @@ static syrah_status task_check(const syrah_host_task_context *ctx, void *user) {
   return SYRAH_SUCCESS;
 }
 
-static syrah_accessor whole(syrah_buffer *b, syrah_access_mode m) {
-  syrah_accessor a;
-  memset(&a, 0, sizeof a);
-  a.buffer = b;
-  a.mode = m;
-  return a;
-}
-
-static syrah_status launch(syrah_queue *q, syrah_kernel *k, syrah_buffer *b, int v) {
-  syrah_accessor a = whole(b, SYRAH_ACCESS_READ_WRITE);
-  syrah_range r = syrah_range_1d(N);
-  syrah_kernel_arg args[2];
-  args[0].kind = SYRAH_ARG_ACCESSOR;
-  args[0].size = 0;
-  args[0].value = NULL;
-  args[1] = syrah_arg_value(&v, sizeof v);
-  return syrah_queue_submit_kernel(q, k, &r, &a, 1, args, 2, NULL, 0, NULL);
-}
-
 /* kernel setv(5) -> host task reading -> kernel addv(1) -> host read. */
 static void workload(const syrah_device *d) {
   syrah_queue *q = NULL;
@@ -75,18 +56,18 @@ static void workload(const syrah_device *d) {
   bd.range[0] = N;
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   REQUIRE_OK(syrah_buffer_create(&bd, &c));
-  EXPECT_OK(launch(q, setv, b, 5));
+  EXPECT_OK(t_launch_rw(q, setv, b, N, 5, NULL));
   /* An explicit fill and an explicit copy out, each once in the trace. */
-  a = whole(c, SYRAH_ACCESS_DISCARD_WRITE);
+  a = t_whole(c, SYRAH_ACCESS_DISCARD_WRITE);
   EXPECT_OK(syrah_queue_fill_accessor(q, &a, &seven, sizeof seven, NULL, 0, NULL));
-  a = whole(c, SYRAH_ACCESS_READ);
+  a = t_whole(c, SYRAH_ACCESS_READ);
   out[N - 1] = 0;
   EXPECT_OK(syrah_queue_copy_from_accessor(q, &a, out, NULL, NULL, NULL, 0, NULL));
   memset(&task, 0, sizeof task);
   task.run = task_check;
-  a = whole(b, SYRAH_ACCESS_READ);
+  a = t_whole(b, SYRAH_ACCESS_READ);
   EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, &task, 1, NULL, 0, NULL));
-  EXPECT_OK(launch(q, addv, b, 1));
+  EXPECT_OK(t_launch_rw(q, addv, b, N, 1, NULL));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   if (p) EXPECT_EQ(p[N - 1], 6);
   EXPECT_OK(syrah_host_accessor_release(ha));

@@ -121,6 +121,28 @@ static inline void t_for_each_device(t_device_fn fn) {
   t_device = "";
 }
 
+/* An accessor over the whole of `b` with mode `m`. */
+static inline syrah_accessor t_whole(syrah_buffer *b, syrah_access_mode m) {
+  syrah_accessor a;
+  memset(&a, 0, sizeof a);
+  a.buffer = b;
+  a.mode = m;
+  return a;
+}
+
+/* Runs kernel `k(buffer, int v)` over `n` work-items with `b` read-write. */
+static inline syrah_status t_launch_rw(syrah_queue *q, syrah_kernel *k, syrah_buffer *b, size_t n, int v,
+                                       syrah_event **ev) {
+  syrah_accessor a = t_whole(b, SYRAH_ACCESS_READ_WRITE);
+  syrah_range r = syrah_range_1d(n);
+  syrah_kernel_arg args[2];
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = syrah_arg_value(&v, sizeof v);
+  return syrah_queue_submit_kernel(q, k, &r, &a, 1, args, 2, NULL, 0, ev);
+}
+
 /* Prints the closing line and gives the exit status. */
 static inline int t_finish(const char *name) {
   printf("%s: %d checks, %d passed, %d failed, %d skipped\n", name, t_checks,

@@ -41,6 +41,12 @@ pub fn category(what: &str) -> &'static str {
 
 /// `s` as a JSON string literal.
 pub fn json_string(s: &str) -> String {
+    quoted(s, true)
+}
+
+/// `s` quoted with backslash escapes; control characters become `\uXXXX`
+/// in JSON and spaces in Graphviz, which has no such escape.
+fn quoted(s: &str, json: bool) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -48,10 +54,14 @@ pub fn json_string(s: &str) -> String {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
+            '\r' if json => out.push_str("\\r"),
+            '\t' if json => out.push_str("\\t"),
             c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+                if json {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                } else {
+                    out.push(' ');
+                }
             }
             c => out.push(c),
         }
@@ -105,19 +115,7 @@ pub fn name_json(pid: u64, tid: Option<u64>, name: &str) -> String {
 
 /// `s` as a Graphviz quoted string.
 pub fn dot_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    quoted(s, false)
 }
 
 /// A graph node for command `id`, labelled with what it is and where it ran.
@@ -155,6 +153,7 @@ mod tests {
     fn json_escapes() {
         assert_eq!(json_string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
         assert_eq!(json_string("µs"), "\"µs\"");
+        assert_eq!(dot_string("a\"b\n\t"), "\"a\\\"b\\n \"");
     }
 
     #[test]

@@ -446,41 +446,26 @@ impl Queue {
             FillPlan::Empty => self.marker(deps, &what),
             FillPlan::Native => self
                 .submit(deps, what, None, |q, wl, ev| {
-                    let rc = match self.intel() {
-                        // SAFETY: validated range; OpenCL copies the pattern.
-                        Some(f) => unsafe {
-                            (f.clEnqueueMemFillINTEL)(
-                                q,
-                                dst,
-                                pattern.as_ptr().cast(),
-                                pattern.len(),
-                                size,
-                                wl.len() as cl_uint,
-                                ptr_or_null(wl),
-                                ev,
-                            )
-                        },
-                        None => {
-                            let f = api.clEnqueueSVMMemFill.ok_or_else(|| {
-                                Error::new(
-                                    Status::Internal,
-                                    "SVM strategy without clEnqueueSVMMemFill",
-                                )
-                            })?;
-                            // SAFETY: as above.
-                            unsafe {
-                                f(
-                                    q,
-                                    dst,
-                                    pattern.as_ptr().cast(),
-                                    pattern.len(),
-                                    size,
-                                    wl.len() as cl_uint,
-                                    ptr_or_null(wl),
-                                    ev,
-                                )
-                            }
-                        }
+                    // The extension's fill and the SVM fill take the same
+                    // arguments.
+                    let f = match self.intel() {
+                        Some(f) => f.clEnqueueMemFillINTEL,
+                        None => api.clEnqueueSVMMemFill.ok_or_else(|| {
+                            Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
+                        })?,
+                    };
+                    // SAFETY: validated range; OpenCL copies the pattern.
+                    let rc = unsafe {
+                        f(
+                            q,
+                            dst,
+                            pattern.as_ptr().cast(),
+                            pattern.len(),
+                            size,
+                            wl.len() as cl_uint,
+                            ptr_or_null(wl),
+                            ev,
+                        )
                     };
                     check(rc, "USM fill")
                 })
