@@ -119,6 +119,15 @@ for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
     echo "FAIL bench_independent on device $dev:"
     cat "build/bench/independent.$dev.log"
   fi
+  if build/bench/bench_chains "$dev" 500 > "build/bench/chains.$dev.log" 2>&1 &&
+    ! grep -q WRONG "build/bench/chains.$dev.log"; then
+    passed=$((passed + 1))
+    echo "ok   bench_chains on device $dev: $(grep -c '| ok |' "build/bench/chains.$dev.log") chains correct"
+  else
+    failed=$((failed + 1))
+    echo "FAIL bench_chains on device $dev:"
+    cat "build/bench/chains.$dev.log"
+  fi
 done
 
 # A trace of a two-device run is valid JSON with every kernel in it.
