@@ -344,8 +344,63 @@ static void test_copies(const syrah_device *d) {
   free(out);
 }
 
+/* Host tasks alone on an in-order queue run one after another, in order. */
+typedef struct {
+  pthread_mutex_t lock;
+  int running, overlaps, next, out_of_order;
+} serial_state;
+
+typedef struct {
+  serial_state *s;
+  int index;
+} serial_task;
+
+static syrah_status task_serial(const syrah_host_task_context *ctx, void *user) {
+  serial_task *t = (serial_task *)user;
+  serial_state *s = t->s;
+  (void)ctx;
+  pthread_mutex_lock(&s->lock);
+  if (s->running) ++s->overlaps;
+  s->running = 1;
+  if (s->next != t->index) ++s->out_of_order;
+  s->next = t->index + 1;
+  pthread_mutex_unlock(&s->lock);
+  sleep_ms(1);
+  pthread_mutex_lock(&s->lock);
+  s->running = 0;
+  pthread_mutex_unlock(&s->lock);
+  return SYRAH_SUCCESS;
+}
+
+static void test_in_order_host_tasks(const syrah_device *d) {
+  enum { TASKS = 40 };
+  syrah_queue *q = NULL;
+  serial_state s;
+  serial_task items[TASKS];
+  syrah_host_task task;
+  int i;
+  memset(&s, 0, sizeof s);
+  pthread_mutex_init(&s.lock, NULL);
+  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  memset(&task, 0, sizeof task);
+  task.run = task_serial;
+  for (i = 0; i < TASKS; ++i) {
+    items[i].s = &s;
+    items[i].index = i;
+    task.user_data = &items[i];
+    EXPECT_OK(syrah_queue_submit_host_tasks(q, NULL, 0, &task, 1, NULL, 0, NULL));
+  }
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_EQ(s.next, TASKS);
+  EXPECT_EQ(s.overlaps, 0);
+  EXPECT_EQ(s.out_of_order, 0);
+  syrah_queue_release(q);
+  pthread_mutex_destroy(&s.lock);
+}
+
 int main(void) {
   t_for_each_device(test_host_tasks);
+  t_for_each_device(test_in_order_host_tasks);
   t_for_each_device(test_copies);
   return t_finish("test_host_task");
 }

@@ -197,13 +197,16 @@ impl Queue {
         Ok(out)
     }
 
-    /// The last command of every lane.
+    /// What a command submitted now must follow on an in-order queue: the
+    /// last command of every lane and the last host-side work (a host task
+    /// is on no lane).
     pub(crate) fn tails(&self) -> Vec<Arc<Event>> {
-        self.lanes
-            .lock()
+        let lanes = self.lanes.lock();
+        lanes
             .list
             .iter()
             .filter_map(|l| l.tail.clone())
+            .chain(lanes.barrier.clone())
             .collect()
     }
 
