@@ -56,7 +56,13 @@ pub struct Event {
     pub traced: AtomicBool,
     /// The queue the command was submitted to (none for user events).
     pub owner: std::sync::Weak<super::queue::Queue>,
+    /// For user events: whether completion has been carried out, and what
+    /// runs then (host-side continuations, without a driver callback).
+    then: Mutex<(bool, Vec<Continuation>)>,
 }
+
+/// Work run once a user event is complete.
+pub type Continuation = Box<dyn FnOnce() + Send>;
 
 fn next_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -108,6 +114,7 @@ impl Event {
             submit_ns: AtomicU64::new(0),
             traced: AtomicBool::new(false),
             owner,
+            then: Mutex::new((false, Vec::new())),
         })
     }
 
@@ -193,6 +200,7 @@ impl Event {
             submit_ns: AtomicU64::new(0),
             traced: AtomicBool::new(false),
             owner: std::sync::Weak::new(),
+            then: Mutex::new((false, Vec::new())),
         }))
     }
 
@@ -251,10 +259,37 @@ impl Event {
         }
         // SAFETY: `self.cl` is a user event created by clCreateUserEvent.
         let rc = unsafe { (api.clSetUserEventStatus)(self.cl, CL_COMPLETE) };
+        // Continuations run once the outcome is visible, whatever the driver
+        // said: nothing waiting on this event may be left behind.
+        let continuations = {
+            let mut t = self.then.lock();
+            t.0 = true;
+            std::mem::take(&mut t.1)
+        };
+        for c in continuations {
+            c();
+        }
         if rc == CL_INVALID_OPERATION {
             return Err(Error::invalid("the user event was already completed"));
         }
         check(rc, "clSetUserEventStatus")
+    }
+
+    /// Runs `c` once this user event is complete: later, on the thread
+    /// that completes it, or now when it already is.
+    pub fn then_user(&self, c: Continuation) {
+        let now = {
+            let mut t = self.then.lock();
+            if t.0 {
+                Some(c)
+            } else {
+                t.1.push(c);
+                None
+            }
+        };
+        if let Some(c) = now {
+            c();
+        }
     }
 
     /// Notes the bytes the command moves (for traces).

@@ -199,6 +199,17 @@ impl Queue {
             done: done.clone(),
         });
         for d in &job.deps {
+            if d.user {
+                // Syrah completes its user events itself: it runs the
+                // continuation then, with no driver callback in between.
+                let j = job.clone();
+                d.then_user(Box::new(move || {
+                    if j.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        make_ready(j);
+                    }
+                }));
+                continue;
+            }
             let raw = Arc::into_raw(job.clone()) as *mut c_void;
             // SAFETY: a live event; the callback takes back the reference
             // passed as user data exactly once.
