@@ -358,18 +358,10 @@ impl Buffer {
             let mut st = storage.state.lock();
             match d.ownership {
                 Ownership::None => {}
-                Ownership::WriteBack | Ownership::Shared => {
+                Ownership::WriteBack | Ownership::Shared | Ownership::ReadOnly => {
                     st.host = HostMem::User {
                         ptr: d.host_ptr,
-                        writable: true,
-                    };
-                    st.bits[0].fill(true);
-                    st.has_data = true;
-                }
-                Ownership::ReadOnly => {
-                    st.host = HostMem::User {
-                        ptr: d.host_ptr,
-                        writable: false,
+                        writable: d.ownership != Ownership::ReadOnly,
                     };
                     st.bits[0].fill(true);
                     st.has_data = true;

@@ -95,7 +95,18 @@ impl Event {
         deps: SmallVec<[Arc<Event>; 8]>,
         owner: std::sync::Weak<super::queue::Queue>,
     ) -> Arc<Event> {
-        Arc::new(Event {
+        Arc::new(Event::build(cl, ctx_id, what, profiling, deps, owner))
+    }
+
+    fn build(
+        cl: cl_event,
+        ctx_id: u64,
+        what: Arc<str>,
+        profiling: bool,
+        deps: SmallVec<[Arc<Event>; 8]>,
+        owner: std::sync::Weak<super::queue::Queue>,
+    ) -> Event {
+        Event {
             cl,
             ctx_id,
             what,
@@ -115,7 +126,7 @@ impl Event {
             traced: AtomicBool::new(false),
             owner,
             then: Mutex::new((false, Vec::new())),
-        })
+        }
     }
 
     /// The command's outcome once it is known: done, or failed (by itself
@@ -181,27 +192,16 @@ impl Event {
         if cl.is_null() || err != CL_SUCCESS {
             return Err(Error::opencl(err, "clCreateUserEvent"));
         }
-        Ok(Arc::new(Event {
+        let mut ev = Event::build(
             cl,
-            ctx_id: ctx.id,
-            what: Arc::from(what),
-            reported: AtomicBool::new(false),
-            profiling: false,
-            user: true,
-            deps: Mutex::new(SmallVec::new()),
-            outcome: AtomicU8::new(0),
-            failure: Mutex::new(None),
-            user_done: AtomicBool::new(false),
-            gated: AtomicBool::new(false),
-            lane: AtomicU64::new(0),
-            internal: AtomicBool::new(false),
-            id: next_id(),
-            bytes: AtomicU64::new(0),
-            submit_ns: AtomicU64::new(0),
-            traced: AtomicBool::new(false),
-            owner: std::sync::Weak::new(),
-            then: Mutex::new((false, Vec::new())),
-        }))
+            ctx.id,
+            Arc::from(what),
+            false,
+            SmallVec::new(),
+            std::sync::Weak::new(),
+        );
+        ev.user = true;
+        Ok(Arc::new(ev))
     }
 
     /// A user event of `ctx` that completes when `foreign`, an event of

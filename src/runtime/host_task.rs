@@ -91,6 +91,13 @@ fn worker(p: &'static Pool) {
     }
 }
 
+/// One of the job's waits is over: the last one makes it ready to run.
+fn count_down(job: Arc<Job>) {
+    if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+        make_ready(job);
+    }
+}
+
 fn make_ready(job: Arc<Job>) {
     let p = pool();
     p.ready.lock().push_back(job);
@@ -100,10 +107,7 @@ fn make_ready(job: Arc<Job>) {
 unsafe extern "C" fn dep_done(_ev: cl_event, _status: cl_int, user: *mut c_void) {
     // SAFETY: `user` is one strong reference to the job, given to this
     // callback when it was registered and taken back here exactly once.
-    let job = unsafe { Arc::from_raw(user as *const Job) };
-    if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-        make_ready(job);
-    }
+    count_down(unsafe { Arc::from_raw(user as *const Job) });
 }
 
 fn run(job: &Job) {
@@ -203,11 +207,7 @@ impl Queue {
                 // Syrah completes its user events itself: it runs the
                 // continuation then, with no driver callback in between.
                 let j = job.clone();
-                d.then_user(Box::new(move || {
-                    if j.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                        make_ready(j);
-                    }
-                }));
+                d.then_user(Box::new(move || count_down(j)));
                 continue;
             }
             let raw = Arc::into_raw(job.clone()) as *mut c_void;
@@ -220,16 +220,12 @@ impl Queue {
                 // wait on this thread.
                 let j = unsafe { Arc::from_raw(raw as *const Job) };
                 let _ = d.wait();
-                if j.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    make_ready(j);
-                }
+                count_down(j);
                 check(rc, "clSetEventCallback").ok();
             }
         }
         // The submission's own count: released now that all callbacks are set.
-        if job.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            make_ready(job);
-        }
+        count_down(job);
         Ok(done)
     }
 }

@@ -2,10 +2,10 @@
 //!
 //! A queue runs its commands on one or more in-order OpenCL queues
 //! ("lanes") of its device. An in-order Syrah queue has one lane. An
-//! out-of-order one spreads independent commands over up to
-//! [`LANES`] lanes (more on CPUs), so they can overlap on any driver, puts a command that
-//! depends on the last command of a lane behind it on that lane (no event
-//! wait needed), and keeps commands held back by an unfinished user event
+//! out-of-order one spreads independent commands over up to [`LANES`]
+//! lanes (one per core, up to 16, on CPUs), so they can overlap on any
+//! driver, puts a command behind a running dependency on that
+//! dependency's lane (no event wait needed), and keeps commands held back by an unfinished user event
 //! (a host accessor's gate) away from lanes that independent work uses:
 //! some drivers stall every later command of a queue behind such a wait.
 
@@ -323,13 +323,12 @@ impl Queue {
         }
         let blocking = all.iter().chain(&bridges).any(|d| d.blocks());
         let i = self.pick_lane(&mut lanes, &all, blocking)?;
-        let tail = lanes.list[i].tail.clone();
         let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
         let lane_id = lanes.list[i].id;
         for d in &all {
-            // A command of the chosen lane is ordered by the lane itself.
-            let on_lane = tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, d))
-                || d.lane.load(std::sync::atomic::Ordering::Acquire) == lane_id;
+            // A command of the chosen lane (its tail or earlier) is ordered
+            // by the lane itself.
+            let on_lane = d.lane.load(std::sync::atomic::Ordering::Acquire) == lane_id;
             if d.ctx_id == self.ctx.id && !on_lane {
                 wl.push(d.cl);
             }
