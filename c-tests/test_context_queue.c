@@ -130,6 +130,26 @@ static void teardown(fixture *f) {
   if (f->ctx) syrah_context_release(f->ctx);
 }
 
+/* A queue on `d` with the fixture, or false after saying why not. */
+static bool open_fixture(const syrah_device *d, const char *what, syrah_queue **q, fixture *f, size_t n) {
+  memset(f, 0, sizeof *f);
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip(what, "the device has no USM, which these tests use for data");
+    return false;
+  }
+  if (syrah_queue_create(NULL, d, 0, NULL, NULL, q) != SYRAH_SUCCESS) {
+    T_FAIL("queue: %s", syrah_last_error_message());
+    return false;
+  }
+  if (!setup(d, *q, f, n)) {
+    T_FAIL("fixture: %s", syrah_last_error_message());
+    teardown(f);
+    syrah_queue_release(*q);
+    return false;
+  }
+  return true;
+}
+
 static void test_events(const syrah_device *d) {
   enum { N = 256 };
   syrah_queue *q = NULL, *pq = NULL;
@@ -140,17 +160,7 @@ static void test_events(const syrah_device *d) {
   syrah_event *user = NULL, *k = NULL, *c = NULL, *chain = NULL, *list[3];
   syrah_event_status st = 99;
   uint64_t profiling = 0;
-  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
-    t_skip("events", "the device has no USM, which these tests use for data");
-    return;
-  }
-  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
-  if (!setup(d, q, &f, N)) {
-    T_FAIL("fixture: %s", syrah_last_error_message());
-    teardown(&f);
-    syrah_queue_release(q);
-    return;
-  }
+  if (!open_fixture(d, "events", &q, &f, N)) return;
   args[0] = syrah_arg_usm(f.mem);
   args[1] = syrah_arg_value(&seven, sizeof seven);
 
@@ -303,17 +313,7 @@ static void test_async_errors(const syrah_device *d) {
   syrah_event *user = NULL, *k = NULL;
   syrah_event_status st = 0;
   int user_count = 0;
-  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
-    t_skip("asynchronous errors", "the device has no USM, which these tests use for data");
-    return;
-  }
-  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
-  if (!setup(d, q, &f, N)) {
-    T_FAIL("fixture: %s", syrah_last_error_message());
-    teardown(&f);
-    syrah_queue_release(q);
-    return;
-  }
+  if (!open_fixture(d, "asynchronous errors", &q, &f, N)) return;
   args[0] = syrah_arg_usm(f.mem);
 
   /* No handler: the first wait returns the error, the next does not. */

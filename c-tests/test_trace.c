@@ -144,7 +144,7 @@ typedef struct {
 static void check_trace(void) {
   size_t len = 0, nspans = 0, i, j;
   char *text = slurp(kTrace, &len), *line;
-  int kernels_set = 0, kernels_add = 0, tasks = 0, ok = 1, overlaps = 0;
+  int kernels_set = 0, kernels_add = 0, tasks = 0, ok = 1, overlaps = 0, records = 0;
   unsigned long long copy_bytes = 0, copy_spans = 0, fill_bytes = 0;
   static span spans[4096];
   EXPECT_TRUE(text != NULL);
@@ -153,6 +153,7 @@ static void check_trace(void) {
   EXPECT_TRUE(len > 4 && text[0] == '[' && strcmp(text + len - 3, "\n]\n") == 0);
   for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
     if (!strstr(line, "\"ph\":\"X\"")) continue;
+    ++records;
     if (strstr(line, "\"name\":\"kernel 'setv'\"")) ++kernels_set;
     if (strstr(line, "\"name\":\"kernel 'addv'\"")) ++kernels_add;
     if (strstr(line, "\"cat\":\"host task\"")) ++tasks;
@@ -172,6 +173,7 @@ static void check_trace(void) {
     }
   }
   EXPECT_TRUE(ok);
+  EXPECT_EQ(nspans, records); /* none left out of the checks below */
   EXPECT_EQ(kernels_set, devices);
   EXPECT_EQ(kernels_add, devices);
   EXPECT_EQ(tasks, devices);
