@@ -297,6 +297,8 @@ int main(int argc, char **argv) {
   char name[256], strategy[64];
   const syrah_device *dev;
   result s_usm, r_usm, s_buf, r_buf, s_host, r_host;
+  memset(&s_usm, 0, sizeof s_usm);
+  memset(&r_usm, 0, sizeof r_usm);
   if (argc > 2) commands = atoi(argv[2]);
   if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || commands < 1) {
     fprintf(stderr, "usage: bench_chains P.D [commands]\n");
@@ -321,5 +323,5 @@ int main(int argc, char **argv) {
   sy_host(argv[1], &s_host);
   raw_host(p, d, &r_host);
   row("host tasks", &s_host, &r_host);
-  return 0;
+  return !(s_buf.ok && r_buf.ok && s_host.ok && r_host.ok && (strcmp(strategy, "none") == 0 || (s_usm.ok && r_usm.ok)));
 }

@@ -3,8 +3,11 @@
 (and host-task worker), one bar per command, coloured by kind.
 
     python3 bench/plot_trace.py trace.json out.png [--from US] [--to US]
+                                [--span-from N]
 
 --from/--to cut a window, in microseconds from the first command.
+--span-from N also prints, per device, the time from the start of its
+N-th kernel (1-based) to the end of its last one.
 Needs matplotlib (pip install matplotlib).
 """
 import argparse
@@ -27,6 +30,7 @@ def main() -> int:
     ap.add_argument("--from", dest="start", type=float, default=None)
     ap.add_argument("--to", dest="end", type=float, default=None)
     ap.add_argument("--title", default=None)
+    ap.add_argument("--span-from", dest="span_from", type=int, default=None)
     a = ap.parse_args()
     try:
         import matplotlib
@@ -50,6 +54,15 @@ def main() -> int:
     if not spans:
         print(f"plot_trace: {a.trace} has no commands", file=sys.stderr)
         return 1
+    if a.span_from is not None:
+        for pid in sorted({s["pid"] for s in spans}):
+            ks = sorted((s for s in spans if s["pid"] == pid and s.get("cat") == "kernel"), key=lambda s: s["ts"])
+            if len(ks) < a.span_from or a.span_from < 1:
+                print(f"{procs.get(pid, pid)}: {len(ks)} kernels, fewer than {a.span_from}")
+                continue
+            first, last = ks[a.span_from - 1], ks[-1]
+            span = (last["ts"] + last["dur"] - first["ts"]) / 1000
+            print(f"{procs.get(pid, pid)}: kernels {a.span_from}..{len(ks)} took {span:.2f} ms")
     t0 = min(s["ts"] for s in spans)
     lo = a.start if a.start is not None else 0.0
     hi = a.end if a.end is not None else max(s["ts"] + s["dur"] for s in spans) - t0

@@ -25,6 +25,8 @@ use std::time::Instant;
 const FLUSH_AT: usize = 1 << 16;
 
 struct Sink {
+    /// The variable that named the file.
+    var: &'static str,
     path: String,
     file: Option<File>,
     /// Text between records.
@@ -37,9 +39,15 @@ struct Sink {
 }
 
 impl Sink {
-    fn create(var: &str, open: &str, sep: &'static str, close: &'static str) -> Option<Self> {
+    fn create(
+        var: &'static str,
+        open: &str,
+        sep: &'static str,
+        close: &'static str,
+    ) -> Option<Self> {
         let path = std::env::var(var).ok().filter(|p| !p.is_empty())?;
         let mut sink = Sink {
+            var,
             path,
             file: None,
             sep,
@@ -53,17 +61,17 @@ impl Sink {
                 .and(f.write_all(close.as_bytes()))
             {
                 Ok(()) => sink.file = Some(f),
-                Err(e) => sink.give_up(var, &e),
+                Err(e) => sink.give_up(&e),
             },
-            Err(e) => sink.give_up(var, &e),
+            Err(e) => sink.give_up(&e),
         }
         Some(sink)
     }
 
-    fn give_up(&mut self, what: &str, e: &std::io::Error) {
+    fn give_up(&mut self, e: &std::io::Error) {
         eprintln!(
-            "syrah: {what}: cannot write '{}': {e}; nothing more is written there",
-            self.path
+            "syrah: {}: cannot write '{}': {e}; nothing more is written there",
+            self.var, self.path
         );
         self.file = None;
     }
@@ -96,7 +104,7 @@ impl Sink {
             .and_then(|_| f.flush());
         self.pending.clear();
         if let Err(e) = r {
-            self.give_up("trace", &e);
+            self.give_up(&e);
         }
     }
 }
