@@ -15,8 +15,6 @@
  * kernels add 1 to every element, so the result is checked exactly.
  *
  * usage: bench_chains P.D [commands] */
-#include <CL/cl.h>
-
 #include "bench_common.h"
 
 #include <pthread.h>
@@ -32,40 +30,6 @@ typedef struct {
 
 static int commands = 10000;
 
-typedef struct {
-  cl_context ctx;
-  cl_device_id dev;
-  cl_command_queue q;
-  cl_kernel k;
-  cl_program prog;
-} raw_env;
-
-static void raw_open(unsigned p, unsigned d, raw_env *e) {
-  cl_platform_id plats[16];
-  cl_device_id devs[16];
-  cl_uint np = 0, nd = 0;
-  cl_int err;
-  CL_OK(clGetPlatformIDs(16, plats, &np));
-  CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
-  e->dev = devs[d];
-  e->ctx = clCreateContext(NULL, 1, &e->dev, NULL, NULL, &err);
-  CL_OK(err);
-  e->q = clCreateCommandQueueWithProperties(e->ctx, e->dev, NULL, &err);
-  CL_OK(err);
-  e->prog = clCreateProgramWithSource(e->ctx, 1, &source, NULL, &err);
-  CL_OK(err);
-  CL_OK(clBuildProgram(e->prog, 1, &e->dev, "", NULL, NULL));
-  e->k = clCreateKernel(e->prog, "inc", &err);
-  CL_OK(err);
-}
-
-static void raw_close(raw_env *e) {
-  clReleaseKernel(e->k);
-  clReleaseProgram(e->prog);
-  clReleaseCommandQueue(e->q);
-  clReleaseContext(e->ctx);
-}
-
 /* Raw kernel chain on an in-order queue; `svm` passes an SVM pointer. */
 static void raw_kernels(unsigned p, unsigned d, int svm, result *r) {
   raw_env e;
@@ -74,7 +38,7 @@ static void raw_kernels(unsigned p, unsigned d, int svm, result *r) {
   int *s = NULL, host[ELEMS], i;
   size_t global = ELEMS;
   double t0, t1;
-  raw_open(p, d, &e);
+  raw_open(p, d, 0, source, "inc", &e);
   memset(host, 0, sizeof host);
   if (svm) {
     s = (int *)clSVMAlloc(e.ctx, CL_MEM_READ_WRITE, sizeof host, 0);
@@ -141,7 +105,7 @@ static void raw_host(unsigned p, unsigned d, result *r) {
   int i;
   double t0, t1;
   if (!events) exit(1);
-  raw_open(p, d, &e);
+  raw_open(p, d, 0, source, "inc", &e);
   memset(&c, 0, sizeof c);
   pthread_mutex_init(&c.lock, NULL);
   pthread_cond_init(&c.signalled, NULL);

@@ -52,4 +52,54 @@ static inline double median(const double *v, int n) {
   return m;
 }
 
+#ifdef CL_TARGET_OPENCL_VERSION
+#include <CL/cl.h>
+
+/* A raw OpenCL device P.D with one queue (`props`: its properties, 0 for
+ * an in-order queue) and `kernel` built from `source`. */
+typedef struct {
+  cl_context ctx;
+  cl_device_id dev;
+  cl_command_queue q;
+  cl_program prog;
+  cl_kernel k;
+} raw_env;
+
+static inline void raw_open(unsigned p, unsigned d, cl_command_queue_properties props, const char *source,
+                            const char *kernel, raw_env *e) {
+  cl_platform_id plats[16];
+  cl_device_id devs[16];
+  cl_uint np = 0, nd = 0;
+  cl_int err;
+  cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, props, 0};
+  CL_OK(clGetPlatformIDs(16, plats, &np));
+  if (p >= np) {
+    fprintf(stderr, "no OpenCL platform %u (%u found)\n", p, np);
+    exit(2);
+  }
+  CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
+  if (d >= nd) {
+    fprintf(stderr, "no device %u on OpenCL platform %u (%u found)\n", d, p, nd);
+    exit(2);
+  }
+  e->dev = devs[d];
+  e->ctx = clCreateContext(NULL, 1, &e->dev, NULL, NULL, &err);
+  CL_OK(err);
+  e->q = clCreateCommandQueueWithProperties(e->ctx, e->dev, qp, &err);
+  CL_OK(err);
+  e->prog = clCreateProgramWithSource(e->ctx, 1, &source, NULL, &err);
+  CL_OK(err);
+  CL_OK(clBuildProgram(e->prog, 1, &e->dev, "", NULL, NULL));
+  e->k = clCreateKernel(e->prog, kernel, &err);
+  CL_OK(err);
+}
+
+static inline void raw_close(raw_env *e) {
+  CL_OK(clReleaseKernel(e->k));
+  CL_OK(clReleaseProgram(e->prog));
+  CL_OK(clReleaseCommandQueue(e->q));
+  CL_OK(clReleaseContext(e->ctx));
+}
+#endif
+
 #endif

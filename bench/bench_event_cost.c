@@ -6,8 +6,6 @@
  * case twice.
  *
  * usage: bench_event_cost P.D */
-#include <CL/cl.h>
-
 #include "bench_common.h"
 
 enum { N = 10000, GROUP = 8 };
@@ -25,41 +23,16 @@ int main(int argc, char **argv) {
   static const char *names[] = {"no event", "an event, released at once", "events kept, released later",
                                 "events kept, each one's status asked once",
                                 "each one's status asked, then released"};
-  cl_platform_id plats[16];
-  cl_device_id devs[16];
-  cl_uint np = 0, nd = 0;
+  raw_env e;
   unsigned p = 0, d = 0;
-  cl_int err;
-  cl_context ctx;
-  cl_command_queue q;
-  cl_program prog;
-  cl_kernel k;
   int *m, mode, rep, i, j;
   size_t global = 64;
   if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2) {
     fprintf(stderr, "usage: bench_event_cost P.D\n");
     return 2;
   }
-  CL_OK(clGetPlatformIDs(16, plats, &np));
-  if (p >= np) {
-    fprintf(stderr, "no platform %u (%u found)\n", p, np);
-    return 2;
-  }
-  CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
-  if (d >= nd) {
-    fprintf(stderr, "no device %u on platform %u (%u found)\n", d, p, nd);
-    return 2;
-  }
-  ctx = clCreateContext(NULL, 1, &devs[d], NULL, NULL, &err);
-  CL_OK(err);
-  q = clCreateCommandQueueWithProperties(ctx, devs[d], NULL, &err);
-  CL_OK(err);
-  prog = clCreateProgramWithSource(ctx, 1, &source, NULL, &err);
-  CL_OK(err);
-  CL_OK(clBuildProgram(prog, 1, &devs[d], "", NULL, NULL));
-  k = clCreateKernel(prog, "inc", &err);
-  CL_OK(err);
-  m = (int *)clSVMAlloc(ctx, CL_MEM_READ_WRITE, global * sizeof(int), 0);
+  raw_open(p, d, 0, source, "inc", &e);
+  m = (int *)clSVMAlloc(e.ctx, CL_MEM_READ_WRITE, global * sizeof(int), 0);
   if (!m) {
     fprintf(stderr, "clSVMAlloc failed: the device has no SVM\n");
     return 1;
@@ -69,9 +42,9 @@ int main(int argc, char **argv) {
     for (rep = 0; rep < 2; ++rep) {
       double t0 = now_us(), t1;
       for (i = 0; i < N; ++i) {
-        CL_OK(clSetKernelArgSVMPointer(k, 0, m));
-        CL_OK(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 0, NULL, mode ? &events[i] : NULL));
-        CL_OK(clFlush(q));
+        CL_OK(clSetKernelArgSVMPointer(e.k, 0, m));
+        CL_OK(clEnqueueNDRangeKernel(e.q, e.k, 1, NULL, &global, NULL, 0, NULL, mode ? &events[i] : NULL));
+        CL_OK(clFlush(e.q));
         if (mode == 1) CL_OK(clReleaseEvent(events[i]));
         if (mode >= 3 && i % GROUP == GROUP - 1)
           for (j = i - GROUP + 1; j <= i; ++j) {
@@ -80,17 +53,14 @@ int main(int argc, char **argv) {
           }
       }
       t1 = now_us();
-      CL_OK(clFinish(q));
+      CL_OK(clFinish(e.q));
       if (mode == 2 || mode == 3)
         for (i = 0; i < N; ++i) CL_OK(clReleaseEvent(events[i]));
       if (mode == 4)
         for (i = N - N % GROUP; i < N; ++i) CL_OK(clReleaseEvent(events[i]));
       printf("| %s | %.2f |\n", names[mode], (t1 - t0) / N);
     }
-  clSVMFree(ctx, m);
-  clReleaseKernel(k);
-  clReleaseProgram(prog);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
+  clSVMFree(e.ctx, m);
+  raw_close(&e);
   return 0;
 }

@@ -12,8 +12,6 @@
  *
  * usage: bench_independent P.D [kernels] [buffers] [spin]
  *   spin: dependent integer steps per work-item (kernel length). */
-#include <CL/cl.h>
-
 #include "bench_common.h"
 
 static const char *source =
@@ -87,14 +85,12 @@ static void overlap(const cl_ulong *start, const cl_ulong *end, int n, result *r
 }
 
 static void run_raw(unsigned p, unsigned d, int ooo, result *r) {
-  cl_platform_id plats[16];
-  cl_device_id devs[16];
-  cl_uint np = 0, nd = 0;
+  raw_env e;
   cl_int err;
   cl_context ctx;
   cl_command_queue q[RAW_QUEUES];
-  cl_program prog;
   cl_kernel k;
+  cl_command_queue_properties props = CL_QUEUE_PROFILING_ENABLE | (ooo ? CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE : 0);
   cl_mem *mem = (cl_mem *)calloc((size_t)buffers, sizeof(cl_mem));
   cl_event *ev = (cl_event *)calloc((size_t)kernels, sizeof(cl_event));
   cl_event *last = (cl_event *)calloc((size_t)buffers, sizeof(cl_event));
@@ -106,21 +102,15 @@ static void run_raw(unsigned p, unsigned d, int ooo, result *r) {
   int i, b, nq = ooo ? 1 : RAW_QUEUES;
   double t0, t1;
   if (!mem || !ev || !last || !st || !en || !data) exit(1);
-  CL_OK(clGetPlatformIDs(16, plats, &np));
-  CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
-  ctx = clCreateContext(NULL, 1, &devs[d], NULL, NULL, &err);
-  CL_OK(err);
-  for (i = 0; i < nq; ++i) {
-    cl_queue_properties props[] = {CL_QUEUE_PROPERTIES,
-                                   CL_QUEUE_PROFILING_ENABLE | (ooo ? CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE : 0), 0};
-    q[i] = clCreateCommandQueueWithProperties(ctx, devs[d], props, &err);
+  raw_open(p, d, props, source, "spin", &e);
+  ctx = e.ctx;
+  k = e.k;
+  q[0] = e.q;
+  for (i = 1; i < nq; ++i) {
+    cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, props, 0};
+    q[i] = clCreateCommandQueueWithProperties(ctx, e.dev, qp, &err);
     CL_OK(err);
   }
-  prog = clCreateProgramWithSource(ctx, 1, &source, NULL, &err);
-  CL_OK(err);
-  CL_OK(clBuildProgram(prog, 1, &devs[d], "", NULL, NULL));
-  k = clCreateKernel(prog, "spin", &err);
-  CL_OK(err);
   for (b = 0; b < buffers; ++b) {
     for (i = 0; i < ELEMS; ++i) init[i] = (cl_uint)(b * ELEMS + i);
     mem[b] = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof init, init, &err);
@@ -155,10 +145,8 @@ static void run_raw(unsigned p, unsigned d, int ooo, result *r) {
   }
   r->wrong = check(data);
   for (b = 0; b < buffers; ++b) free(data[b]);
-  for (i = 0; i < nq; ++i) CL_OK(clReleaseCommandQueue(q[i]));
-  clReleaseKernel(k);
-  clReleaseProgram(prog);
-  clReleaseContext(ctx);
+  for (i = 1; i < nq; ++i) CL_OK(clReleaseCommandQueue(q[i]));
+  raw_close(&e);
   free(mem);
   free(ev);
   free(last);

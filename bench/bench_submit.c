@@ -6,8 +6,6 @@
  * usage: bench_submit P.D [submissions] [batch]
  * Prints a Markdown table and writes bench_submit.json: the mean enqueue
  * cost per submission for each batch, so flatness over the run shows. */
-#include <CL/cl.h>
-
 #include "bench_common.h"
 
 static const char *source =
@@ -22,29 +20,19 @@ enum { ELEMS = 64 };
  * buffers are coarse-grain SVM allocations passed as SVM pointers (what
  * Syrah's buffers are on SVM devices), else cl_mem objects. */
 static void run_raw(unsigned p, unsigned d, int total, int batch, double *out, int svm) {
-  cl_platform_id plats[16];
-  cl_device_id devs[16];
-  cl_uint np = 0, nd = 0;
+  raw_env e;
   cl_int err;
   cl_context ctx;
   cl_command_queue q;
-  cl_program prog;
   cl_kernel k;
   cl_mem a, b;
   void *sa, *sb;
   size_t global = ELEMS;
   int i, j;
-  CL_OK(clGetPlatformIDs(16, plats, &np));
-  CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
-  ctx = clCreateContext(NULL, 1, &devs[d], NULL, NULL, &err);
-  CL_OK(err);
-  q = clCreateCommandQueueWithProperties(ctx, devs[d], NULL, &err);
-  CL_OK(err);
-  prog = clCreateProgramWithSource(ctx, 1, &source, NULL, &err);
-  CL_OK(err);
-  CL_OK(clBuildProgram(prog, 1, &devs[d], "", NULL, NULL));
-  k = clCreateKernel(prog, "touch", &err);
-  CL_OK(err);
+  raw_open(p, d, 0, source, "touch", &e);
+  ctx = e.ctx;
+  q = e.q;
+  k = e.k;
   a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ELEMS * sizeof(int), NULL, &err);
   CL_OK(err);
   b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ELEMS * sizeof(int), NULL, &err);
@@ -77,10 +65,7 @@ static void run_raw(unsigned p, unsigned d, int total, int batch, double *out, i
   if (sb) clSVMFree(ctx, sb);
   clReleaseMemObject(a);
   clReleaseMemObject(b);
-  clReleaseKernel(k);
-  clReleaseProgram(prog);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
+  raw_close(&e);
 }
 
 /* Syrah: per-batch mean microseconds per command-group submission. */
