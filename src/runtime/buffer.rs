@@ -1017,6 +1017,15 @@ fn transfer_queue_for_target(st: &mut State, target: usize, q: &Queue) -> Result
     transfer_queue(st, target)
 }
 
+/// One side of a rectangular copy: a memory object (or none for host
+/// memory) with its base pointer, the window's origin (bytes, rows,
+/// slices) and its row and slice pitches.
+struct RectSide {
+    side: (Option<usize>, usize),
+    origin: [usize; 3],
+    pitches: (usize, usize),
+}
+
 /// One accessor of a command group.
 pub struct AccessReq<'a> {
     pub buffer: &'a Buffer,
@@ -1120,7 +1129,8 @@ impl Queue {
     }
 
     /// One rectangular copy between a buffer's allocations: device sides
-    /// are `cl_mem` views, the host side is a pointer (`mem` None).
+    /// are `cl_mem` views, the host side is a pointer (`mem` None); both
+    /// sides have the buffer's own pitches and the same origin.
     #[allow(clippy::too_many_arguments)]
     fn copy_rect(
         &self,
@@ -1132,29 +1142,56 @@ impl Queue {
         slice: usize,
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
+        let pitches = (row, slice);
+        self.enqueue_rect(
+            RectSide {
+                side: dst,
+                origin,
+                pitches,
+            },
+            RectSide {
+                side: src,
+                origin,
+                pitches,
+            },
+            region,
+            deps,
+        )
+    }
+
+    /// One rectangular copy of `region` (bytes, rows, slices) from `src` to
+    /// `dst`, each with its own origin and pitches.
+    fn enqueue_rect(
+        &self,
+        dst: RectSide,
+        src: RectSide,
+        region: [usize; 3],
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
         let api = api()?;
         let what = format!("buffer copy of {region:?} bytes x rows x slices");
         self.submit(deps, what, None, |q, wl, ev| {
             let wptr = super::queue::ptr_or_null(wl);
             let n = wl.len() as cl_uint;
-            let o = origin.as_ptr();
             let r = region.as_ptr();
-            // SAFETY: views and host storage cover the buffer's bytes; the
-            // origin and region lie inside them; the wait list is of this
+            let (dor, sor) = (dst.origin.as_ptr(), src.origin.as_ptr());
+            let ((dr, ds), (sr, ss)) = (dst.pitches, src.pitches);
+            // SAFETY: memory objects and host storage cover the windows the
+            // origins, region and pitches describe; the wait list is of this
             // context; the host storage outlives the copy.
             let rc = unsafe {
-                match (dst.0, src.0) {
+                match (dst.side.0, src.side.0) {
                     (Some(d), Some(sm)) => (api.clEnqueueCopyBufferRect)(
                         q,
                         sm as cl_mem,
                         d as cl_mem,
-                        o,
-                        o,
+                        sor,
+                        dor,
                         r,
-                        row,
-                        slice,
-                        row,
-                        slice,
+                        sr,
+                        ss,
+                        dr,
+                        ds,
                         n,
                         wptr,
                         ev,
@@ -1163,14 +1200,14 @@ impl Queue {
                         q,
                         d as cl_mem,
                         CL_FALSE,
-                        o,
-                        o,
+                        dor,
+                        sor,
                         r,
-                        row,
-                        slice,
-                        row,
-                        slice,
-                        src.1 as *const c_void,
+                        dr,
+                        ds,
+                        sr,
+                        ss,
+                        src.side.1 as *const c_void,
                         n,
                         wptr,
                         ev,
@@ -1179,14 +1216,14 @@ impl Queue {
                         q,
                         sm as cl_mem,
                         CL_FALSE,
-                        o,
-                        o,
+                        sor,
+                        dor,
                         r,
-                        row,
-                        slice,
-                        row,
-                        slice,
-                        dst.1 as *mut c_void,
+                        sr,
+                        ss,
+                        dr,
+                        ds,
+                        dst.side.1 as *mut c_void,
                         n,
                         wptr,
                         ev,
@@ -1647,72 +1684,17 @@ impl Queue {
         elem: usize,
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
-        let api = api()?;
-        let region = [ext[2] * elem, ext[1], ext[0]];
-        let (dr, ds) = dst.pitches(ext, elem);
-        let (sr, ss) = src.pitches(ext, elem);
-        let (dor, sor) = (dst.origin(elem), src.origin(elem));
-        self.submit(deps, "buffer copy (rectangle)", None, |q, wl, ev| {
-            let wptr = super::queue::ptr_or_null(wl);
-            let n = wl.len() as cl_uint;
-            let r = region.as_ptr();
-            // SAFETY: origins, regions and pitches describe windows inside
-            // the memory objects and host memory; wait list of this context.
-            let rc = unsafe {
-                match (dst.mem(), src.mem()) {
-                    (Some(d), Some(sm)) => (api.clEnqueueCopyBufferRect)(
-                        q,
-                        sm as cl_mem,
-                        d as cl_mem,
-                        sor.as_ptr(),
-                        dor.as_ptr(),
-                        r,
-                        sr,
-                        ss,
-                        dr,
-                        ds,
-                        n,
-                        wptr,
-                        ev,
-                    ),
-                    (Some(d), None) => (api.clEnqueueWriteBufferRect)(
-                        q,
-                        d as cl_mem,
-                        CL_FALSE,
-                        dor.as_ptr(),
-                        sor.as_ptr(),
-                        r,
-                        dr,
-                        ds,
-                        sr,
-                        ss,
-                        src.base() as *const c_void,
-                        n,
-                        wptr,
-                        ev,
-                    ),
-                    (None, Some(sm)) => (api.clEnqueueReadBufferRect)(
-                        q,
-                        sm as cl_mem,
-                        CL_FALSE,
-                        sor.as_ptr(),
-                        dor.as_ptr(),
-                        r,
-                        sr,
-                        ss,
-                        dr,
-                        ds,
-                        dst.base() as *mut c_void,
-                        n,
-                        wptr,
-                        ev,
-                    ),
-                    (None, None) => CL_INVALID_OPERATION,
-                }
-            };
-            check(rc, "rectangular buffer copy")
-        })
-        .map(|e| e.with_bytes(region.iter().product()))
+        let rect = |s: &Side| RectSide {
+            side: (s.mem(), s.base()),
+            origin: s.origin(elem),
+            pitches: s.pitches(ext, elem),
+        };
+        self.enqueue_rect(
+            rect(&dst),
+            rect(&src),
+            [ext[2] * elem, ext[1], ext[0]],
+            deps,
+        )
     }
 
     fn dev_side(&self, p: &Prepared, r: &AccessReq<'_>) -> Result<Side> {
