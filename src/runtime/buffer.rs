@@ -1733,7 +1733,7 @@ impl Queue {
             self.copy_window(dev, Side::Host(host), ext, elem, &waits)?
         };
         self.commit_accesses(&prepared, &ev);
-        self.track(
+        self.hold(
             ev.clone(),
             Some(Held::Storages(smallvec::smallvec![p.storage.clone()])),
         );
@@ -1768,7 +1768,7 @@ impl Queue {
         let ev = self.copy_window(d, s, src.range, src.buffer.view.elem, &waits)?;
         self.commit_accesses(&prepared, &ev);
         let keep = prepared.iter().map(|p| p.storage.clone()).collect();
-        self.track(ev.clone(), Some(Held::Storages(keep)));
+        self.hold(ev.clone(), Some(Held::Storages(keep)));
         Ok(ev)
     }
 
@@ -1841,7 +1841,7 @@ impl Queue {
             self.marker(&evs, "buffer fill")?
         };
         self.commit_accesses(&prepared, &ev);
-        self.track(
+        self.hold(
             ev.clone(),
             Some(Held::Storages(smallvec::smallvec![p.storage.clone()])),
         );

@@ -52,8 +52,6 @@ pub struct Event {
     pub bytes: AtomicU64,
     /// Host time of submission while tracing, in trace nanoseconds.
     pub submit_ns: AtomicU64,
-    /// Set once the command is in the trace (it may be tracked twice).
-    pub traced: AtomicBool,
     /// The queue the command was submitted to (none for user events).
     pub owner: std::sync::Weak<super::queue::Queue>,
     /// For user events: whether completion has been carried out, and what
@@ -123,7 +121,6 @@ impl Event {
             id: next_id(),
             bytes: AtomicU64::new(0),
             submit_ns: AtomicU64::new(0),
-            traced: AtomicBool::new(false),
             owner,
             then: Mutex::new((false, Vec::new())),
         }

@@ -188,7 +188,7 @@ impl Queue {
         }
         waits.retain(|d| d.passes_failure_on());
         let keep: SmallVec<[_; 2]> = prepared.iter().map(|p| p.storage.clone()).collect();
-        self.track(done.clone(), Some(super::queue::Held::Storages(keep)));
+        self.hold(done.clone(), Some(super::queue::Held::Storages(keep)));
         if self.in_order {
             self.order_after(&done);
         }

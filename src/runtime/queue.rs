@@ -20,7 +20,6 @@ use smallvec::SmallVec;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Called once per asynchronous error: the queue, the status, the message
@@ -49,7 +48,7 @@ struct Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         if let (Some(dev), Some(t)) = (self.timed, super::trace::tracer()) {
-            if self.event.is_settled() && !self.event.traced.swap(true, Ordering::AcqRel) {
+            if self.event.is_settled() {
                 t.command_done(&self.event, dev);
             }
         }
@@ -373,9 +372,21 @@ impl Queue {
         Ok(ev)
     }
 
-    pub(crate) fn track(&self, ev: Arc<Event>, keep: Keep) {
-        let mut inf = self.inflight.lock();
+    /// Tracks a command this queue enqueued (it goes into the trace when
+    /// tracing) until it completes, keeping `keep` alive as long.
+    fn track(&self, ev: Arc<Event>, keep: Keep) {
         let timed = (self.timed && !ev.user).then_some(self.device);
+        self.add_entry(ev, keep, timed);
+    }
+
+    /// Keeps `keep` alive until `ev` (a command already tracked, or a
+    /// host-side event) completes.
+    pub(crate) fn hold(&self, ev: Arc<Event>, keep: Keep) {
+        self.add_entry(ev, keep, None);
+    }
+
+    fn add_entry(&self, ev: Arc<Event>, keep: Keep, timed: Option<&'static Device>) {
+        let mut inf = self.inflight.lock();
         inf.entries.push_back(Entry {
             event: ev,
             _keep: keep,
