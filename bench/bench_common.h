@@ -5,6 +5,7 @@
 
 #include <syrah.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,31 @@ static inline double median(const double *v, int n) {
   m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
   free(c);
   return m;
+}
+
+/* Appends one JSON object (one line, formatted like printf) to the file
+ * named by SYRAH_BENCH_JSON, if set; the suite collects these lines. */
+static inline void bench_json(const char *fmt, ...) {
+  const char *path = getenv("SYRAH_BENCH_JSON");
+  FILE *f;
+  va_list ap;
+  if (!path || !*path) return;
+  f = fopen(path, "a");
+  if (!f) {
+    fprintf(stderr, "cannot append to SYRAH_BENCH_JSON=%s\n", path);
+    exit(1);
+  }
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fputc('\n', f);
+  fclose(f);
+}
+
+/* Replaces characters that would need escaping in a JSON string. */
+static inline void json_safe(char *s) {
+  for (; *s; ++s)
+    if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20) *s = '_';
 }
 
 #ifdef CL_TARGET_OPENCL_VERSION
