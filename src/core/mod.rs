@@ -9,4 +9,5 @@ pub mod launch;
 pub mod pages;
 pub mod registry;
 pub mod selector;
+pub mod staging;
 pub mod trace;

@@ -107,6 +107,8 @@ cl_table! {
         clEnqueueWriteBuffer: fn(cl_command_queue, cl_mem, cl_bool, usize, usize, *const c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueCopyBuffer: fn(cl_command_queue, cl_mem, cl_mem, usize, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clCreateSubBuffer: fn(cl_mem, cl_mem_flags, cl_uint, *const c_void, *mut cl_int) -> cl_mem;
+        clEnqueueMapBuffer: fn(cl_command_queue, cl_mem, cl_bool, cl_map_flags, usize, usize, cl_uint, *const cl_event, *mut cl_event, *mut cl_int) -> *mut c_void;
+        clEnqueueUnmapMemObject: fn(cl_command_queue, cl_mem, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueFillBuffer: fn(cl_command_queue, cl_mem, *const c_void, usize, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueReadBufferRect: fn(cl_command_queue, cl_mem, cl_bool, *const usize, *const usize, *const usize, usize, usize, usize, usize, *mut c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueWriteBufferRect: fn(cl_command_queue, cl_mem, cl_bool, *const usize, *const usize, *const usize, usize, usize, usize, usize, *const c_void, cl_uint, *const cl_event, *mut cl_event) -> cl_int;

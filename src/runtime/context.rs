@@ -27,6 +27,8 @@ pub struct Context {
     pub registry: Mutex<Registry>,
     pub(crate) programs: Mutex<HashMap<ProgramKey, Arc<ProgramInner>>>,
     pub(crate) queues: Mutex<Vec<Weak<Queue>>>,
+    /// Pinned staging rings, per device, made at first use.
+    pub(crate) stagers: Mutex<super::staging::Stagers>,
 }
 
 // SAFETY: cl_context is thread-safe per the OpenCL specification; all other
@@ -96,6 +98,7 @@ impl Context {
             registry: Mutex::new(Registry::new()),
             programs: Mutex::new(HashMap::new()),
             queues: Mutex::new(Vec::new()),
+            stagers: Mutex::new(Vec::new()),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -184,6 +187,7 @@ impl Drop for Context {
             self.free_raw(api, rec.raw);
         }
         self.programs.get_mut().clear();
+        self.stagers.get_mut().clear();
         // SAFETY: the context was created by clCreateContext and this is its
         // last Syrah owner; OpenCL keeps it alive for objects still using it.
         unsafe { (api.clReleaseContext)(self.cl) };

@@ -45,8 +45,18 @@ unsafe impl Send for Task {}
 // SAFETY: as above.
 unsafe impl Sync for Task {}
 
+/// Internal work run as a host job (e.g. a staged copy).
+pub(crate) type JobFn = Box<dyn FnOnce() -> Result<()> + Send>;
+
+enum Work {
+    /// The user's tasks, in order.
+    Tasks(Vec<Task>),
+    /// The runtime's own work, taken once when it runs.
+    Internal(Mutex<Option<JobFn>>),
+}
+
 struct Job {
-    tasks: Vec<Task>,
+    work: Work,
     ctx: HostTaskContext,
     deps: Deps,
     done: Arc<Event>,
@@ -133,17 +143,23 @@ fn run(job: &Job) {
             r
         }
     };
-    for t in &job.tasks {
-        if let Some(r) = t.release {
-            // SAFETY: the user's release callback, once, with its data.
-            unsafe { r(t.user_data as *mut c_void) };
+    if let Work::Tasks(tasks) = &job.work {
+        for t in tasks {
+            if let Some(r) = t.release {
+                // SAFETY: the user's release callback, once, with its data.
+                unsafe { r(t.user_data as *mut c_void) };
+            }
         }
     }
     let _ = job.done.complete_user_with(result.err());
 }
 
 fn run_tasks(job: &Job) -> Result<()> {
-    for (i, t) in job.tasks.iter().enumerate() {
+    let tasks = match &job.work {
+        Work::Tasks(t) => t,
+        Work::Internal(f) => return f.lock().take().map_or(Ok(()), |f| f()),
+    };
+    for (i, t) in tasks.iter().enumerate() {
         crate::capi::clear_last_error();
         // SAFETY: the user's function with its user data and a context
         // that stays valid for the call.
@@ -175,28 +191,70 @@ impl Queue {
                 "a host-task group needs at least one task (0 given)",
             ));
         }
-        let api = api()?;
         let mut waits: Deps = deps.iter().cloned().collect();
         if self.in_order {
             waits.extend(self.tails());
         }
         let done = Event::create_user_named(&self.ctx, "host task")?;
         let prepared = self.prepare_host_accesses(reqs, &mut waits, &done)?;
+        let keep: SmallVec<[_; 2]> = prepared.iter().map(|p| p.storage.clone()).collect();
+        self.start_job(
+            waits,
+            done,
+            Some(super::queue::Held::Storages(keep)),
+            Work::Tasks(tasks.to_vec()),
+            prepared,
+        )
+    }
+
+    /// Runs the runtime's own `work` on a host thread after `deps` (and,
+    /// on an in-order queue, after earlier commands), as a command named
+    /// `what`; `keep` lives until it is done.
+    pub(crate) fn submit_host_job(
+        self: &Arc<Self>,
+        deps: &[Arc<Event>],
+        what: &str,
+        keep: super::queue::Keep,
+        work: JobFn,
+    ) -> Result<Arc<Event>> {
+        let mut waits: Deps = deps.iter().cloned().collect();
+        if self.in_order {
+            waits.extend(self.tails());
+        }
+        let done = Event::create_user_named(&self.ctx, what)?;
+        self.start_job(
+            waits,
+            done,
+            keep,
+            Work::Internal(Mutex::new(Some(work))),
+            Vec::new(),
+        )
+    }
+
+    /// Records a host job's event and starts it once `waits` complete.
+    fn start_job(
+        self: &Arc<Self>,
+        mut waits: Deps,
+        done: Arc<Event>,
+        keep: super::queue::Keep,
+        work: Work,
+        accessors: Vec<HostPrepared>,
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
         if let Some(t) = super::trace::tracer() {
             let ids: Vec<u64> = waits.iter().map(|d| d.id).collect();
             t.graph_node(&done, "host", &ids);
         }
         waits.retain(|d| d.passes_failure_on());
-        let keep: SmallVec<[_; 2]> = prepared.iter().map(|p| p.storage.clone()).collect();
-        self.hold(done.clone(), Some(super::queue::Held::Storages(keep)));
+        self.hold(done.clone(), keep);
         if self.in_order {
             self.order_after(&done);
         }
         let job = Arc::new(Job {
-            tasks: tasks.to_vec(),
+            work,
             ctx: HostTaskContext {
                 queue: self.clone(),
-                accessors: prepared,
+                accessors,
             },
             remaining: AtomicUsize::new(waits.len() + 1),
             deps: waits,

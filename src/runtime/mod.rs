@@ -9,5 +9,6 @@ pub mod launch;
 pub mod platform;
 pub mod program;
 pub mod queue;
+pub mod staging;
 pub mod trace;
 pub mod usm;

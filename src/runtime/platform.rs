@@ -48,6 +48,8 @@ pub struct Device {
     pub caps: UsmCaps,
     pub strategy: UsmStrategy,
     pub usm: UsmSupport,
+    /// Large copies with ordinary host memory go through pinned chunks.
+    pub stages: bool,
 }
 
 // SAFETY: OpenCL platform and device ids are process-wide identifiers that
@@ -262,6 +264,15 @@ fn load_device(
         _ => choose_strategy(&caps),
     };
     let usm = usm_support(strategy, &caps);
+    let unified: cl_bool = info::device_scalar_or(api, id, CL_DEVICE_HOST_UNIFIED_MEMORY, 0);
+    let (stages, bad_setting) = crate::core::staging::enabled(
+        kind == DeviceKind::Gpu && unified == 0,
+        std::env::var("SYRAH_STAGING").ok().as_deref(),
+    );
+    if let Some(msg) = bad_setting {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| eprintln!("syrah: {msg}"));
+    }
     let double_fp: cl_ulong = info::device_scalar_or(api, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0);
     Ok(Device {
         id,
@@ -296,5 +307,6 @@ fn load_device(
         caps,
         strategy,
         usm,
+        stages,
     })
 }

@@ -108,7 +108,7 @@ pub struct Queue {
     /// Lanes record timestamps for the trace.
     timed: bool,
     handler: Option<(AsyncHandler, usize)>,
-    me: std::sync::Weak<Queue>,
+    pub(crate) me: std::sync::Weak<Queue>,
     inflight: Mutex<Inflight>,
     errors: Mutex<Vec<Error>>,
 }

@@ -307,7 +307,7 @@ impl Queue {
     }
 
     /// Issues one USM copy on lane `q`.
-    fn copy_cmd(
+    pub(crate) fn copy_cmd(
         &self,
         q: cl_command_queue,
         dst: *mut c_void,
@@ -390,6 +390,20 @@ impl Queue {
         }
         self.check_copy_operand(dst, size, "memcpy destination")?;
         self.check_copy_operand(src, size, "memcpy source")?;
+        if let Some(way) = self.staged_way(dst, src, size) {
+            // SAFETY: forwarded from the caller.
+            return unsafe {
+                self.staged_copy(
+                    way,
+                    dst,
+                    src,
+                    size,
+                    deps,
+                    &format!("memcpy of {size} bytes"),
+                    None,
+                )
+            };
+        }
         self.submit(
             deps,
             format!("memcpy of {size} bytes"),
@@ -413,6 +427,11 @@ impl Queue {
         what: impl Into<Arc<str>>,
         keep: super::queue::Keep,
     ) -> Result<Arc<Event>> {
+        let what: Arc<str> = what.into();
+        if let Some(way) = self.staged_way(dst, src, size) {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.staged_copy(way, dst, src, size, deps, &what, keep) };
+        }
         self.submit(deps, what, keep, |q, wl, ev| {
             self.copy_cmd(q, dst, src, size, wl, ev)
         })

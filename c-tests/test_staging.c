@@ -1,0 +1,143 @@
+/* Large copies between ordinary host memory and device memory: USM memcpy
+ * both ways, buffer migration both ways, ordering on an in-order queue,
+ * and a copy behind a failed dependency. Devices with memory of their own
+ * copy these through pinned chunks; SYRAH_STAGING=on does so on every
+ * device (CTest runs this test both ways). Sizes are not multiples of the
+ * chunk, so the last chunk is partial. */
+#include "testing.h"
+
+#include <stdint.h>
+
+static const char *kSource = "__kernel void add(__global uint *p, int v) { p[get_global_id(0)] += (uint)v; }\n";
+
+static int forced;
+
+enum { WORDS = (9 << 20) / 4 + 3 }; /* 9 MiB and 12 bytes */
+
+static uint32_t word(size_t i, uint32_t seed) { return (uint32_t)(i * 2654435761u) ^ seed; }
+
+static void fill(uint32_t *p, size_t n, uint32_t seed) {
+  size_t i;
+  for (i = 0; i < n; ++i) p[i] = word(i, seed);
+}
+
+/* Index of the first word that differs from the pattern plus `add`, or n. */
+static size_t first_wrong(const uint32_t *p, size_t n, uint32_t seed, uint32_t add) {
+  size_t i;
+  for (i = 0; i < n; ++i)
+    if (p[i] != word(i, seed) + add) return i;
+  return n;
+}
+
+static void test_usm(const syrah_device *d, syrah_context *ctx, syrah_kernel *k, uint32_t *host) {
+  const size_t bytes = (size_t)WORDS * 4;
+  syrah_queue *q = NULL;
+  uint32_t *dev = NULL;
+  syrah_event *user = NULL, *ev = NULL;
+  syrah_event_status st = 0;
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(WORDS);
+  int v = 7;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("staged USM copies", "the device has no USM (strategy none)");
+    return;
+  }
+  REQUIRE_OK(syrah_queue_create(ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  REQUIRE_OK(syrah_malloc_device(ctx, d, bytes, (void **)&dev));
+  /* In order: to the device, a kernel, back to the host. */
+  fill(host, WORDS, 11);
+  args[0] = syrah_arg_usm(dev);
+  args[1] = syrah_arg_value(&v, sizeof v);
+  EXPECT_OK(syrah_queue_memcpy(q, dev, host, bytes, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_launch(q, k, &r, args, 2, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memcpy(q, host, dev, bytes, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  EXPECT_EQ(first_wrong(host, WORDS, 11, 7), (size_t)WORDS);
+  syrah_event_release(ev);
+  /* A copy behind a failed dependency fails; a staged one also leaves the
+   * host alone (OpenCL leaves it to the driver whether a command behind
+   * a failed user event runs, and some do run it). */
+  memset(host, 0xab, bytes);
+  REQUIRE_OK(syrah_user_event_create(ctx, &user));
+  EXPECT_OK(syrah_queue_memcpy(q, host, dev, bytes, (const syrah_event *const *)&user, 1, &ev));
+  EXPECT_OK(syrah_user_event_complete(user, true));
+  syrah_event_wait(ev);
+  EXPECT_OK(syrah_event_get_status(ev, &st));
+  EXPECT_EQ(st, SYRAH_EVENT_FAILED);
+  if (forced) {
+    EXPECT_EQ(host[0], 0xababababu);
+    EXPECT_EQ(host[WORDS - 1], 0xababababu);
+  } else {
+    t_skip("host memory untouched behind a failed dependency",
+           "without SYRAH_STAGING=on the copy may be the driver's, which may run it");
+  }
+  syrah_event_release(ev);
+  syrah_event_release(user);
+  syrah_queue_wait(q);
+  EXPECT_OK(syrah_free(ctx, dev));
+  syrah_queue_release(q);
+}
+
+static void test_buffer(const syrah_device *d, syrah_context *ctx, syrah_kernel *k, uint32_t *host) {
+  const size_t bytes = (size_t)WORDS * 4;
+  syrah_queue *q = NULL;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd;
+  syrah_buffer_stats s;
+  syrah_host_accessor *ha = NULL;
+  uint32_t *p = NULL;
+  REQUIRE_OK(syrah_queue_create(ctx, d, 0, NULL, NULL, &q));
+  fill(host, WORDS, 5);
+  memset(&bd, 0, sizeof bd);
+  bd.element_size = 4;
+  bd.dimensions = 1;
+  bd.range[0] = WORDS;
+  bd.host_pointer = host;
+  bd.ownership = SYRAH_HOST_WRITE_BACK;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  /* To the device for a kernel, home for a host accessor. */
+  EXPECT_OK(t_launch_rw(q, k, b, WORDS, 3, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  EXPECT_TRUE(p != NULL);
+  if (p) EXPECT_EQ(first_wrong(p, WORDS, 5, 3), (size_t)WORDS);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_get_stats(b, &s));
+  EXPECT_EQ(s.host_to_device_bytes, (uint64_t)bytes);
+  EXPECT_EQ(s.host_to_device_copies, 1u);
+  EXPECT_EQ(s.device_to_host_bytes, (uint64_t)bytes);
+  EXPECT_EQ(s.device_to_host_copies, 1u);
+  /* Again from the device, then written back at release. */
+  EXPECT_OK(t_launch_rw(q, k, b, WORDS, 4, NULL));
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_EQ(first_wrong(host, WORDS, 5, 7), (size_t)WORDS);
+  syrah_queue_release(q);
+}
+
+static void run(const syrah_device *d) {
+  uint32_t *host = (uint32_t *)malloc((size_t)WORDS * 4);
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *k = NULL;
+  if (!host) {
+    T_FAIL("cannot allocate %zu bytes", (size_t)WORDS * 4);
+    return;
+  }
+  REQUIRE_OK(syrah_context_create(&d, 1, &ctx));
+  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "add", &k));
+  test_usm(d, ctx, k, host);
+  test_buffer(d, ctx, k, host);
+  syrah_kernel_release(k);
+  syrah_program_release(prog);
+  syrah_context_release(ctx);
+  free(host);
+}
+
+int main(void) {
+  const char *s = getenv("SYRAH_STAGING");
+  forced = s && (strcmp(s, "on") == 0 || strcmp(s, "1") == 0);
+  printf("staging: %s\n", s && *s ? s : "default (devices with memory of their own)");
+  t_for_each_device(run);
+  return t_finish("test_staging");
+}
