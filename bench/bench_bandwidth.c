@@ -18,8 +18,11 @@
  * said so). Each figure is the median of several timed repetitions after
  * one untimed; every path's data is checked word by word.
  *
- * usage: bench_bandwidth P.D [largest bytes] */
+ * usage: bench_bandwidth P.D [largest bytes] [smallest bytes] */
 #include "bench_common.h"
+
+#include <pthread.h>
+#include <unistd.h>
 
 static const char *source =
     "__kernel void touch(__global const uint *p) { (void)p; }\n"
@@ -51,12 +54,12 @@ static void pattern(void *p, size_t n, cl_uint seed) {
   for (i = 0; i < n / 4; ++i) w[i] = word(i, seed);
 }
 
-static void check(const char *what, const void *p, size_t n, cl_uint seed, int path, int kind) {
+static void check(const char *what, const void *p, size_t n, cl_uint seed, const char *who, int kind) {
   const cl_uint *w = (const cl_uint *)p;
   size_t i;
   for (i = 0; i < n / 4; ++i)
     if (w[i] != word(i, seed)) {
-      fprintf(stderr, "WRONG: %s %s from %s memory, %zu bytes: word %zu is %u, expected %u\n", path_name[path],
+      fprintf(stderr, "WRONG: %s %s from %s memory, %zu bytes: word %zu is %u, expected %u\n", who,
               what, kind_name[kind], n, i, w[i], word(i, seed));
       ++wrong;
       return;
@@ -75,6 +78,62 @@ static double timed(op_fn op, void *ctx, size_t n) {
     t[i] = now_us() - t0;
   }
   return (double)n / (median(t, reps) * 1e3);
+}
+
+/* ---- host memory copy: the ceiling of any staging through pinned memory */
+
+typedef struct {
+  char *dst;
+  const char *src;
+  size_t n;
+} host_part;
+
+static void *host_part_copy(void *p) {
+  host_part *h = (host_part *)p;
+  memcpy(h->dst, h->src, h->n);
+  return NULL;
+}
+
+static int host_threads = 1;
+static double host_gbps[MAX_SIZES];
+
+typedef struct {
+  void *dst, *src;
+  size_t n;
+} host_op;
+
+static void host_run(void *p) {
+  host_op *o = (host_op *)p;
+  pthread_t t[64];
+  host_part parts[64];
+  size_t per = (o->n / (size_t)host_threads + 4095) & ~(size_t)4095;
+  int i, started;
+  for (started = 0; started < host_threads && (size_t)started * per < o->n; ++started) {
+    size_t off = (size_t)started * per;
+    parts[started].dst = (char *)o->dst + off;
+    parts[started].src = (const char *)o->src + off;
+    parts[started].n = o->n - off < per ? o->n - off : per;
+    if (pthread_create(&t[started], NULL, host_part_copy, &parts[started]) != 0) {
+      fprintf(stderr, "pthread_create failed\n");
+      exit(1);
+    }
+  }
+  for (i = 0; i < started; ++i) pthread_join(t[i], NULL);
+}
+
+static void host_all(void *src, void *dst) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int si;
+  host_op o;
+  host_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+  for (si = 0; si < nsizes; ++si) {
+    o.dst = dst;
+    o.src = src;
+    o.n = sizes[si];
+    pattern(src, o.n, (cl_uint)si);
+    host_gbps[si] = timed(host_run, &o, o.n);
+    check("copy", dst, o.n, (cl_uint)si, "host memcpy", PAGEABLE);
+  }
 }
 
 /* ---- raw OpenCL ---------------------------------------------------- */
@@ -143,7 +202,7 @@ static void raw_size(raw_state *r, int svm, int kind, void *src, void *dst, int 
   gbps[path][H2D][kind][si] = timed(raw_run, &o, n);
   o.dir = D2H;
   gbps[path][D2H][kind][si] = timed(raw_run, &o, n);
-  check("h2d then d2h", dst, n, (cl_uint)si, path, kind);
+  check("h2d then d2h", dst, n, (cl_uint)si, path_name[path], kind);
   if (kind == PAGEABLE) {
     o.dir = D2D;
     gbps[path][D2D][kind][si] = timed(raw_run, &o, n);
@@ -152,7 +211,7 @@ static void raw_size(raw_state *r, int svm, int kind, void *src, void *dst, int 
       CL_OK(clEnqueueSVMMemcpy(r->e.q, CL_TRUE, dst, o.sb, n, 0, NULL, NULL));
     else
       CL_OK(clEnqueueReadBuffer(r->e.q, o.b, CL_TRUE, 0, n, dst, 0, NULL, NULL));
-    check("d2d", dst, n, (cl_uint)si, path, kind);
+    check("d2d", dst, n, (cl_uint)si, path_name[path], kind);
   }
   if (svm) {
     clSVMFree(r->e.ctx, o.sa);
@@ -239,14 +298,14 @@ static void sy_usm_size(sy_state *s, int kind, void *src, void *dst, int si) {
   gbps[SY_USM][H2D][kind][si] = timed(sy_usm_run, &o, n);
   o.dir = D2H;
   gbps[SY_USM][D2H][kind][si] = timed(sy_usm_run, &o, n);
-  check("h2d then d2h", dst, n, (cl_uint)si, SY_USM, kind);
+  check("h2d then d2h", dst, n, (cl_uint)si, path_name[SY_USM], kind);
   if (kind == PAGEABLE) {
     o.dir = D2D;
     gbps[SY_USM][D2D][kind][si] = timed(sy_usm_run, &o, n);
     memset(dst, 0, n);
     SY_OK(syrah_queue_memcpy(s->q, dst, o.b, n, NULL, 0, NULL));
     SY_OK(syrah_queue_wait(s->q));
-    check("d2d", dst, n, (cl_uint)si, SY_USM, kind);
+    check("d2d", dst, n, (cl_uint)si, path_name[SY_USM], kind);
   }
   SY_OK(syrah_free(s->ctx, o.a));
   SY_OK(syrah_free(s->ctx, o.b));
@@ -339,18 +398,18 @@ static void sy_buffer_size(sy_state *s, int kind, void *src, int si) {
   gbps[SY_BUFFER][D2H][kind][si] = (double)n / (median(t, reps) * 1e3);
   now = o.flips % 2 ? seed ^ 0x5a5a5a5au : seed;
   SY_OK(syrah_buffer_host_access(o.ba, SYRAH_ACCESS_READ, NULL, NULL, &ha, &ptr));
-  check("kernel then d2h", ptr, n, now, SY_BUFFER, kind);
+  check("kernel then d2h", ptr, n, now, path_name[SY_BUFFER], kind);
   SY_OK(syrah_host_accessor_release(ha));
   if (kind == PAGEABLE) {
     o.bb = sy_make_buffer(n, NULL);
     gbps[SY_BUFFER][D2D][kind][si] = timed(sy_buffer_d2d, &o, n);
     SY_OK(syrah_buffer_host_access(o.bb, SYRAH_ACCESS_READ, NULL, NULL, &ha, &ptr));
-    check("d2d", ptr, n, now, SY_BUFFER, kind);
+    check("d2d", ptr, n, now, path_name[SY_BUFFER], kind);
     SY_OK(syrah_host_accessor_release(ha));
     SY_OK(syrah_buffer_release(o.bb));
   }
   SY_OK(syrah_buffer_release(o.ba));
-  check("write-back at release", src, n, now, SY_BUFFER, kind);
+  check("write-back at release", src, n, now, path_name[SY_BUFFER], kind);
 }
 
 static void sy_all(const char *spec, void *src, void *dst) {
@@ -450,16 +509,17 @@ static void report(const char *spec, const char *name) {
 
 int main(int argc, char **argv) {
   unsigned p = 0, d = 0;
-  size_t largest = (size_t)1 << 30, n;
+  size_t largest = (size_t)1 << 30, smallest = 4096, n;
   char name[256];
   const syrah_device *dev;
   void *src = NULL, *dst = NULL;
   if (argc > 2) largest = (size_t)strtoull(argv[2], NULL, 10);
-  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || largest < 4096) {
-    fprintf(stderr, "usage: bench_bandwidth P.D [largest bytes, at least 4096]\n");
+  if (argc > 3) smallest = (size_t)strtoull(argv[3], NULL, 10);
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || smallest < 4096 || largest < smallest) {
+    fprintf(stderr, "usage: bench_bandwidth P.D [largest bytes] [smallest bytes, at least 4096]\n");
     return 2;
   }
-  for (n = 4096; n <= largest && nsizes < MAX_SIZES; n *= 4) sizes[nsizes++] = n;
+  for (n = smallest; n <= largest && nsizes < MAX_SIZES; n *= 4) sizes[nsizes++] = n;
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
   json_safe(name);
@@ -467,10 +527,21 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot allocate %zu bytes of host memory\n", sizes[nsizes - 1]);
     return 1;
   }
+  host_all(src, dst);
   raw_all(p, d, src, dst);
   sy_all(argv[1], src, dst);
   printf("## Bandwidth, device %s (%s)\n", argv[1], name);
   report(argv[1], name);
+  printf("\n### Host memory copy with %d threads (the ceiling for copies staged through pinned memory), GB/s\n\n"
+         "| size | GB/s |\n|---|---|\n", host_threads);
+  for (n = 0; n < (size_t)nsizes; ++n) {
+    char sz[32];
+    size_text(sizes[n], sz, sizeof sz);
+    printf("| %s | %.2f |\n", sz, host_gbps[n]);
+    bench_json("{\"bench\":\"bandwidth\",\"device\":\"%s\",\"device_name\":\"%s\",\"path\":\"host memcpy\","
+               "\"direction\":\"h2h\",\"host\":\"ordinary\",\"bytes\":%zu,\"gbps\":%.4f,\"threads\":%d}",
+               argv[1], name, sizes[n], host_gbps[n], host_threads);
+  }
   free(src);
   free(dst);
   if (wrong) fprintf(stderr, "%d transfers delivered wrong data\n", wrong);

@@ -12,7 +12,9 @@ static const char *kSource = "__kernel void add(__global uint *p, int v) { p[get
 
 static int forced;
 
-enum { WORDS = (9 << 20) / 4 + 3 }; /* 9 MiB and 12 bytes */
+/* 80 MiB and 12 bytes: more 16 MiB chunks than the ring has, the last
+ * one partial. */
+enum { WORDS = (80 << 20) / 4 + 3 };
 
 static uint32_t word(size_t i, uint32_t seed) { return (uint32_t)(i * 2654435761u) ^ seed; }
 
