@@ -368,6 +368,18 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   EXPECT_OK(syrah_buffer_release(b));
   for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 5;
   EXPECT_TRUE(ok);
+  /* The same with a read host accessor: the device's data arrives in a
+   * private copy, which the accessor shows. */
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 10;
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(p != host);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 5;
+  EXPECT_TRUE(ok);
 
   /* Write-back turned off. */
   bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);

@@ -1337,10 +1337,13 @@ impl Queue {
             prune_if(&mut st, false);
             let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
             waits.extend(token_events(&conflicts, &self.ctx)?);
-            let host = ensure_host(&s, &mut st, r.mode.writes())?;
+            let mut host = ensure_host(&s, &mut st, r.mode.writes())?;
             for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
                 waits.extend(fetch(&s, &mut st, 0, &part, None)?);
             }
+            // Data fetched into read-only user memory goes to a private
+            // copy instead, which the task must see.
+            host = host_ptr(&st).unwrap_or(host);
             let off = r.buffer.view.byte_offset(r.offset);
             drop(st);
             pending.push((s.clone(), pages, r.mode.writes()));
@@ -1413,12 +1416,15 @@ impl Buffer {
                 Token::Host(_) => {}
             }
         }
-        let host = ensure_host(&s, &mut st, mode.writes())?;
+        let mut host = ensure_host(&s, &mut st, mode.writes())?;
         for part in self.fetch_boxes(mode, offset, range, &pages) {
             for e in fetch(&s, &mut st, 0, &part, None)? {
                 e.wait()?;
             }
         }
+        // Data fetched into read-only user memory goes to a private copy
+        // instead, which the accessor must see.
+        host = host_ptr(&st).unwrap_or(host);
         let hold = Arc::new(HostHold {
             released: AtomicBool::new(false),
             gates: Mutex::new(Vec::new()),
