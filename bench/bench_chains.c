@@ -251,9 +251,16 @@ static void sy_host(const char *spec, result *r) {
   sy_close(&e);
 }
 
+static const char *spec_json = "", *name_json = "";
+
 static void row(const char *what, const result *sy, const result *raw) {
   printf("| %s | %.2f | %.2f | %+.2f | %.2f | %.2f | %s |\n", what, sy->submit_us, raw->submit_us,
          sy->submit_us - raw->submit_us, sy->wall_us, raw->wall_us, sy->ok && raw->ok ? "ok" : "WRONG");
+  bench_json("{\"bench\":\"chains\",\"device\":\"%s\",\"device_name\":\"%s\",\"chain\":\"%s\","
+             "\"commands\":%d,\"syrah_submit_us\":%.4f,\"raw_submit_us\":%.4f,\"syrah_wall_us\":%.4f,"
+             "\"raw_wall_us\":%.4f,\"ok\":%s}",
+             spec_json, name_json, what, commands, sy->submit_us, raw->submit_us, sy->wall_us, raw->wall_us,
+             sy->ok && raw->ok ? "true" : "false");
 }
 
 int main(int argc, char **argv) {
@@ -271,6 +278,9 @@ int main(int argc, char **argv) {
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy, sizeof strategy, NULL));
+  json_safe(name);
+  spec_json = argv[1];
+  name_json = name;
   printf("## Chains of %d commands, device %s (%s, USM %s)\n\n", commands, argv[1], name, strategy);
   printf("| chain | Syrah submit µs | raw submit µs | difference µs | Syrah wall µs per command | raw wall µs per "
          "command | result |\n|---|---|---|---|---|---|---|\n");

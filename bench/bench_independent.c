@@ -240,9 +240,16 @@ static void run_syrah(const char *spec, result *r) {
   free(data);
 }
 
+static const char *spec_json = "", *name_json = "";
+
 static void row(const char *what, const result *r) {
   printf("| %s | %.2f | %d | %.1f | %.2f | %.1f | %s |\n", what, r->concurrency, r->max_running, r->kernel_us,
          r->submit_us, r->wall_ms, r->wrong ? "WRONG" : "ok");
+  bench_json("{\"bench\":\"independent\",\"device\":\"%s\",\"device_name\":\"%s\",\"path\":\"%s\","
+             "\"concurrency\":%.4f,\"most_at_once\":%d,\"kernel_us\":%.3f,\"submit_us\":%.4f,\"wall_ms\":%.4f,"
+             "\"ok\":%s}",
+             spec_json, name_json, what, r->concurrency, r->max_running, r->kernel_us, r->submit_us, r->wall_ms,
+             r->wrong ? "false" : "true");
 }
 
 int main(int argc, char **argv) {
@@ -264,6 +271,9 @@ int main(int argc, char **argv) {
   }
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
+  json_safe(name);
+  spec_json = argv[1];
+  name_json = name;
   CL_OK(clGetPlatformIDs(16, plats, &np));
   CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
   CL_OK(clGetDeviceInfo(devs[d], CL_DEVICE_QUEUE_PROPERTIES, sizeof qp, &qp, NULL));

@@ -136,14 +136,19 @@ int main(int argc, char **argv) {
   rsvm = (double *)calloc((size_t)nb, sizeof(double));
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
+  json_safe(name);
   run_raw(p, d, total, batch, raw, 0);
   run_raw(p, d, total, batch, rsvm, 1);
   run_syrah(argv[1], total, batch, sy);
   printf("## Submission cost, two accessors, device %s (%s)\n\n", argv[1], name);
   printf("| batch | submissions so far | raw OpenCL µs (cl_mem) | raw OpenCL µs (SVM pointers) | Syrah µs | "
          "Syrah - raw µs |\n|---|---|---|---|---|---|\n");
-  for (i = 0; i < nb; ++i)
+  for (i = 0; i < nb; ++i) {
     printf("| %d | %d | %.2f | %.2f | %.2f | %+.2f |\n", i, (i + 1) * batch, raw[i], rsvm[i], sy[i], sy[i] - raw[i]);
+    bench_json("{\"bench\":\"submit\",\"device\":\"%s\",\"device_name\":\"%s\",\"submissions\":%d,"
+               "\"raw_us\":%.4f,\"raw_svm_us\":%.4f,\"syrah_us\":%.4f}",
+               argv[1], name, (i + 1) * batch, raw[i], rsvm[i], sy[i]);
+  }
   printf("\nmedian: raw %.2f µs (SVM pointers %.2f µs), Syrah %.2f µs, difference %+.2f µs; last batch / first batch "
          "(Syrah): %.2f\n",
          median(raw, nb), median(rsvm, nb), median(sy, nb), median(sy, nb) - median(raw, nb), sy[nb - 1] / sy[0]);
