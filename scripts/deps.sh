@@ -15,7 +15,7 @@ TBB_VERSION=2023.2.0
 
 need_apt=()
 for pkg in build-essential cmake pkg-config ocl-icd-libopencl1 ocl-icd-opencl-dev \
-           opencl-c-headers pocl-opencl-icd clinfo spirv-tools python3 python3-pip unzip git; do
+           opencl-c-headers pocl-opencl-icd clinfo spirv-tools python3 python3-pip python3-matplotlib unzip git; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
 if ! command -v cargo >/dev/null 2>&1; then

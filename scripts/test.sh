@@ -106,28 +106,38 @@ for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
     fi
   done
 done
-# The benchmarks build, and a short independent-kernel run checks its
-# results on every device (speed is measured on purpose-built machines).
+# The benchmark suite builds and runs at small sizes on every device:
+# every benchmark checks its results, and the suite writes its JSON,
+# Markdown and plots (speed is measured on purpose-built machines).
 cmake -S bench -B build/bench -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/bench -j "$(nproc)"
-for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
-  if build/bench/bench_independent "$dev" 400 8 100 > "build/bench/independent.$dev.log" 2>&1; then
-    passed=$((passed + 1))
-    echo "ok   bench_independent on device $dev: $(grep -c '| ok |' "build/bench/independent.$dev.log") paths correct"
-  else
-    failed=$((failed + 1))
-    echo "FAIL bench_independent on device $dev:"
-    cat "build/bench/independent.$dev.log"
-  fi
-  if build/bench/bench_chains "$dev" 500 > "build/bench/chains.$dev.log" 2>&1; then
-    passed=$((passed + 1))
-    echo "ok   bench_chains on device $dev: $(grep -c '| ok |' "build/bench/chains.$dev.log") chains correct"
-  else
-    failed=$((failed + 1))
-    echo "FAIL bench_chains on device $dev:"
-    cat "build/bench/chains.$dev.log"
-  fi
-done
+rm -rf build/bench-quick
+if LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" python3 bench/suite.py --bin build/bench --info "$SYRAH_PREFIX/bin/syrah-info" \
+  --quick --out build/bench-quick > build/bench/suite.log 2>&1 &&
+  python3 - build/bench-quick <<'PY' > build/bench/suite.check 2>&1; then
+import json, os, sys
+out = sys.argv[1]
+r = json.load(open(os.path.join(out, "results.json")))
+assert not r["failures"], r["failures"]
+kinds = {"submit", "chains", "independent", "bandwidth", "coherence", "dag", "apps"}
+for dev in r["devices"]:
+    seen = {x["bench"] for x in r["records"] if x["device"] == dev}
+    assert seen == kinds, (dev, sorted(kinds - seen))
+    for x in r["records"]:
+        if x["device"] == dev and "ok" in x:
+            assert x["ok"], x
+    for png in ("bandwidth", "dag", "submit"):
+        assert os.path.getsize(os.path.join(out, f"{png}_{dev}.png")) > 10000, (png, dev)
+print(len(r["records"]), "records from", len(r["devices"]), "devices, all results correct, plots written")
+PY
+  passed=$((passed + 1))
+  echo "ok   benchmark suite (quick): $(cat build/bench/suite.check)"
+else
+  failed=$((failed + 1))
+  echo "FAIL benchmark suite (quick):"
+  tail -40 build/bench/suite.log
+  cat build/bench/suite.check 2>/dev/null || true
+fi
 
 # A trace of a two-device run is valid JSON with every kernel in it.
 rm -f build/examples/trace.json
