@@ -424,6 +424,53 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
 
 /* Discard modes transfer nothing for pages they cover; pages they cover
  * only in part are fetched, so the bytes outside the access survive. */
+/* A released buffer's device allocation serves the next buffer of the same
+ * size on the same device, even while the queue still tracks the released
+ * buffer's last kernel; a buffer of another size gets its own. The reused
+ * memory carries no data: the new buffer starts from its host data. */
+static void test_reuse(const syrah_device *d) {
+  env e;
+  int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = 7;
+  syrah_buffer *b = NULL, *c = NULL, *other = NULL;
+  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_COPY_IN), od = desc1(N / 2, NULL, SYRAH_HOST_NONE);
+  syrah_host_accessor *ha = NULL;
+  void *first = NULL, *second = NULL, *third = NULL;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("reuse of device allocations", "the device has no USM (strategy none)");
+    free(host);
+    return;
+  }
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    free(host);
+    return;
+  }
+  for (i = 0; i < N; ++i) host[i] = i;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, N), N, &v, NULL));
+  EXPECT_OK(syrah_buffer_get_device_pointer(b, e.q, &first));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_release(b));
+  REQUIRE_OK(syrah_buffer_create(&bd, &c));
+  EXPECT_OK(run1(&e, e.twice, acc1(c, SYRAH_ACCESS_READ_WRITE, 0, N), N, NULL, NULL));
+  EXPECT_OK(syrah_buffer_get_device_pointer(c, e.q, &second));
+  EXPECT_TRUE(first == second);
+  EXPECT_OK(syrah_buffer_host_access(c, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 2 * i;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  REQUIRE_OK(syrah_buffer_create(&od, &other));
+  EXPECT_OK(syrah_buffer_get_device_pointer(other, e.q, &third));
+  EXPECT_TRUE(third != second);
+  EXPECT_OK(syrah_buffer_release(other));
+  EXPECT_OK(syrah_buffer_release(c));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  env_close(&e);
+  free(host);
+}
+
 static void test_partial_discard(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = -1;
@@ -753,6 +800,7 @@ int main(void) {
   t_for_each_device(test_shared_and_allocators);
   t_for_each_device(test_dependencies);
   t_for_each_device(test_partial_discard);
+  t_for_each_device(test_reuse);
   test_two_devices();
   return t_finish("test_buffer");
 }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod fill;
 pub mod launch;
 pub mod pages;
+pub mod pool;
 pub mod registry;
 pub mod selector;
 pub mod staging;

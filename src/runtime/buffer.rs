@@ -3,7 +3,7 @@
 //! up-to-date tracking, transfers planned from the page bits, and
 //! dependencies inferred from accesses.
 
-use super::context::Context;
+use super::context::{CachedAlloc, Context};
 use super::event::Event;
 use super::platform::Device;
 use super::queue::{Held, Queue};
@@ -17,7 +17,7 @@ use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Dependencies of one command, kept inline while few.
@@ -256,17 +256,29 @@ impl Drop for Storage {
                     // released once, before their parent.
                     unsafe { (api.clReleaseMemObject)(m as cl_mem) };
                 }
-                if let Some(m) = d.mem {
-                    // SAFETY: the view was made by clCreateBuffer and is
-                    // released once, before the memory under it is freed.
-                    unsafe { (api.clReleaseMemObject)(m as cl_mem) };
-                }
                 let rec = d.ctx.registry.lock().remove(d.ptr);
-                if let Ok(rec) = rec {
-                    d.ctx.free_raw(api, rec.raw);
+                match rec {
+                    // A later buffer of this size on this device reuses it.
+                    Ok(record) if d.ptr != 0 => d.ctx.keep_device_alloc(CachedAlloc {
+                        ptr: d.ptr,
+                        record,
+                        view: d.mem,
+                    }),
+                    _ => {
+                        if let Some(m) = d.mem {
+                            // SAFETY: a memory object made by clCreateBuffer,
+                            // released once, before any memory under it.
+                            unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+                        }
+                        if let Ok(rec) = rec {
+                            d.ctx.free_raw(api, rec.raw);
+                        }
+                    }
                 }
             }
         }
+        let _ =
+            RELEASED_ALIVE.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
         if let HostMem::Owned { ptr } = host {
             self.free_host(ptr);
         }
@@ -507,6 +519,18 @@ impl Buffer {
     }
 }
 
+/// A released buffer's allocation of `bytes` on `device`, if one is kept
+/// or is freed by dropping finished commands.
+fn reuse(ctx: &Context, device: &'static Device, bytes: usize) -> Option<(usize, Option<usize>)> {
+    ctx.reuse_device_alloc(device, bytes).or_else(|| {
+        if RELEASED_ALIVE.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        ctx.reclaim();
+        ctx.reuse_device_alloc(device, bytes)
+    })
+}
+
 /// Index (into bits) of the allocation on `device` through `ctx`.
 fn ensure_dev(
     s: &Storage,
@@ -542,8 +566,17 @@ fn ensure_dev(
             ));
         }
         (std::ptr::null_mut(), Some(m as usize))
+    } else if let Some((p, mem)) = reuse(ctx, device, s.geom.bytes()) {
+        (p as *mut c_void, mem)
     } else {
-        let p = ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0)?;
+        let p = match ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0) {
+            Err(e) if e.status == Status::OutOfDeviceMemory => {
+                // Released buffers' memory kept for reuse goes back first.
+                ctx.drop_device_cache();
+                ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0)?
+            }
+            r => r?,
+        };
         let mem = if views_work(ctx, device) {
             make_view(ctx, p, s.geom.bytes())
         } else {
@@ -1462,8 +1495,13 @@ impl Buffer {
     }
 }
 
+/// Buffers the user released whose storage is still held by commands in
+/// flight: allocating may wait for those to be dropped first.
+static RELEASED_ALIVE: AtomicUsize = AtomicUsize::new(0);
+
 impl Drop for Owner {
     fn drop(&mut self) {
+        RELEASED_ALIVE.fetch_add(1, Ordering::AcqRel);
         let dest = if !self.write_back.load(Ordering::Acquire) {
             None
         } else if self.final_set.load(Ordering::Acquire) {

@@ -6,7 +6,8 @@ use super::program::{ProgramInner, ProgramKey};
 use super::queue::Queue;
 use crate::core::aspects::{usm_support, UsmStrategy, UsmSupport};
 use crate::core::error::{Error, Result, Status};
-use crate::core::registry::Registry;
+use crate::core::pool::AllocCache;
+use crate::core::registry::{AllocRecord, Registry};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, Api};
 use parking_lot::Mutex;
@@ -29,6 +30,25 @@ pub struct Context {
     pub(crate) queues: Mutex<Vec<Weak<Queue>>>,
     /// Pinned staging rings, per device, made at first use.
     pub(crate) stagers: Mutex<super::staging::Stagers>,
+    /// Released buffers' device allocations, for reuse.
+    pub(crate) dev_cache: Mutex<AllocCache<CachedAlloc>>,
+}
+
+/// A released buffer's device allocation kept for reuse: its base, its
+/// registry record (taken out of the registry while cached) and its view.
+pub(crate) struct CachedAlloc {
+    pub ptr: usize,
+    pub record: AllocRecord,
+    pub view: Option<usize>,
+}
+
+/// Bytes of released device allocations a context keeps at most: an
+/// eighth of its devices' memory, up to 2 GiB.
+fn cache_budget(devices: &[&'static Device]) -> usize {
+    let total: u64 = devices.iter().map(|d| d.global_mem_size).sum();
+    usize::try_from(total / 8)
+        .unwrap_or(usize::MAX)
+        .min(2 << 30)
 }
 
 // SAFETY: cl_context is thread-safe per the OpenCL specification; all other
@@ -99,6 +119,7 @@ impl Context {
             programs: Mutex::new(HashMap::new()),
             queues: Mutex::new(Vec::new()),
             stagers: Mutex::new(Vec::new()),
+            dev_cache: Mutex::new(AllocCache::new(cache_budget(devices))),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -160,6 +181,70 @@ impl Context {
             .map(|c| c.id)
     }
 
+    /// Keeps a released buffer's device allocation (already out of the
+    /// registry) for a later buffer of the same size on the same device;
+    /// frees what no longer fits.
+    pub(crate) fn keep_device_alloc(&self, c: CachedAlloc) {
+        let (dev, size) = (c.record.device.unwrap_or(usize::MAX), c.record.size);
+        let out = self.dev_cache.lock().put(dev, size, c);
+        if let Ok(api) = api() {
+            for c in out {
+                self.free_cached(api, c);
+            }
+        }
+    }
+
+    /// A kept allocation of exactly `size` bytes on `device`, back in the
+    /// registry, with its view.
+    pub(crate) fn reuse_device_alloc(
+        &self,
+        device: &Device,
+        size: usize,
+    ) -> Option<(usize, Option<usize>)> {
+        let dev = self.devices.iter().position(|d| std::ptr::eq(*d, device))?;
+        let c = self.dev_cache.lock().take(dev, size)?;
+        if self.registry.lock().insert(c.ptr, c.record).is_err() {
+            if let Ok(api) = api() {
+                self.free_cached(api, c);
+            }
+            return None;
+        }
+        Some((c.ptr, c.view))
+    }
+
+    /// Frees every kept allocation (when memory runs short).
+    pub(crate) fn drop_device_cache(&self) {
+        let all = self.dev_cache.lock().drain();
+        if let Ok(api) = api() {
+            for c in all {
+                self.free_cached(api, c);
+            }
+        }
+    }
+
+    /// Lets every queue drop the commands that have finished, and with them
+    /// the buffers only those commands still held.
+    pub(crate) fn reclaim(&self) {
+        let queues: Vec<Arc<Queue>> = self
+            .queues
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for q in queues {
+            q.prune_finished();
+        }
+    }
+
+    fn free_cached(&self, api: &Api, c: CachedAlloc) {
+        if let Some(m) = c.view {
+            // SAFETY: the view was made over this allocation and is released
+            // once, before the memory under it.
+            unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+        }
+        self.free_raw(api, c.record.raw);
+    }
+
     pub(crate) fn free_raw(&self, api: &Api, ptr: usize) {
         let p = ptr as *mut std::ffi::c_void;
         if let Some(intel) = self
@@ -188,6 +273,9 @@ impl Drop for Context {
         }
         self.programs.get_mut().clear();
         self.stagers.get_mut().clear();
+        for c in self.dev_cache.get_mut().drain() {
+            self.free_cached(api, c);
+        }
         // SAFETY: the context was created by clCreateContext and this is its
         // last Syrah owner; OpenCL keeps it alive for objects still using it.
         unsafe { (api.clReleaseContext)(self.cl) };

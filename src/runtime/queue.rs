@@ -438,6 +438,19 @@ impl Queue {
         }
     }
 
+    /// Drops every command that has finished (not only those at the front).
+    pub(crate) fn prune_finished(&self) {
+        let mut inf = self.inflight.lock();
+        let mut kept = VecDeque::with_capacity(inf.entries.len());
+        for e in inf.entries.drain(..) {
+            match e.event.outcome() {
+                Ok(Some(r)) => self.note_outcome(&e.event, r),
+                _ => kept.push_back(e),
+            }
+        }
+        inf.entries = kept;
+    }
+
     /// Number of commands still tracked (for tests of bounded memory).
     pub fn inflight_len(&self) -> usize {
         self.inflight.lock().entries.len()

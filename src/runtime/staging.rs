@@ -10,7 +10,7 @@ use super::event::Event;
 use super::platform::Device;
 use super::queue::{Keep, Queue};
 use crate::core::error::{Error, Result, Status};
-use crate::core::staging::{runs, CHUNK, SLOTS};
+use crate::core::staging::{chunk_for, runs, CHUNK, SLOTS};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
@@ -171,7 +171,7 @@ impl Stager {
         size: usize,
         device: &DeviceCopy<'_>,
     ) -> Result<()> {
-        let chunks: Vec<(usize, usize)> = runs(size, CHUNK).collect();
+        let chunks: Vec<(usize, usize)> = runs(size, chunk_for(size)).collect();
         let r = match way {
             // SAFETY: forwarded from the caller.
             Way::ToDevice => unsafe { self.fill_device(&chunks, dst, src, device) },
