@@ -381,6 +381,25 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 5;
   EXPECT_TRUE(ok);
 
+  /* A kernel writes one page of four: the private copy takes the other
+   * three from the user's memory and the fourth from the device. */
+  bd.page_size[0] = N / 4;
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  {
+    int v = -3;
+    EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, N / 4, N / 4), N / 4, &v, NULL));
+  }
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == (i >= N / 4 && i < N / 2 ? -3 : 5);
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(p != host);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_EQ(stats(b).device_to_host_bytes, (N / 4) * sizeof(int));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 5;
+  EXPECT_TRUE(ok);
+  bd.page_size[0] = 0;
+
   /* Write-back turned off. */
   bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));

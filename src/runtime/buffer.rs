@@ -755,12 +755,12 @@ fn ensure_host(s: &Storage, st: &mut State, write: bool) -> Result<usize> {
         HostMem::Owned { ptr } => Ok(ptr),
         HostMem::User { ptr, writable } if writable || !write => Ok(ptr),
         HostMem::User { ptr, .. } => {
-            // Read-only user data: take a private copy before writing.
+            // Read-only user data: take a private copy before writing. Only
+            // the pages current on the host carry data worth copying; the
+            // others are outdated there and are fetched before any read.
             let p = s.alloc_host(s.geom.bytes())?;
             // SAFETY: both hold the buffer's bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(ptr as *const u8, p as *mut u8, s.geom.bytes())
-            };
+            unsafe { copy_host_pages(&s.geom, &st.bits[0], ptr, p) };
             st.host = HostMem::Owned { ptr: p };
             Ok(p)
         }
@@ -1549,25 +1549,35 @@ impl Drop for Owner {
         }
         // Copy the pages that hold data; pages never written anywhere leave
         // the destination untouched.
-        let n = g.pages();
-        for z in 0..n[0] {
-            for y in 0..n[1] {
-                for x in 0..n[2] {
-                    if !st.bits[0][g.linear([z, y, x])] {
-                        continue;
-                    }
-                    let pb = Box3::new([z, y, x], [z + 1, y + 1, x + 1]);
-                    for (off, len) in g.byte_runs(&g.elements_of(&pb)) {
-                        // SAFETY: both hold the buffer's bytes: the host
-                        // storage and the destination the user named.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                (h + off) as *const u8,
-                                (dest + off) as *mut u8,
-                                len,
-                            )
-                        };
-                    }
+        // SAFETY: both hold the buffer's bytes: the host storage and the
+        // destination the user named.
+        unsafe { copy_host_pages(&g, &st.bits[0], h, dest) };
+    }
+}
+
+/// Copies the pages marked in `host_bits` from `from` to `to`.
+///
+/// # Safety
+/// Both must hold the buffer's bytes and not overlap.
+unsafe fn copy_host_pages(g: &Geometry, host_bits: &PageBits, from: usize, to: usize) {
+    let n = g.pages();
+    for z in 0..n[0] {
+        for y in 0..n[1] {
+            for x in 0..n[2] {
+                if !host_bits[g.linear([z, y, x])] {
+                    continue;
+                }
+                let pb = Box3::new([z, y, x], [z + 1, y + 1, x + 1]);
+                for (off, len) in g.byte_runs(&g.elements_of(&pb)) {
+                    // SAFETY: the caller's guarantee; the runs lie inside
+                    // the buffer.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            (from + off) as *const u8,
+                            (to + off) as *mut u8,
+                            len,
+                        )
+                    };
                 }
             }
         }

@@ -268,6 +268,12 @@ impl Queue {
                 d.then_user(Box::new(move || count_down(j)));
                 continue;
             }
+            if d.is_done() {
+                // No callback for a finished command: some drivers deliver
+                // them milliseconds late.
+                count_down(job.clone());
+                continue;
+            }
             let raw = Arc::into_raw(job.clone()) as *mut c_void;
             // SAFETY: a live event; the callback takes back the reference
             // passed as user data exactly once.
