@@ -446,7 +446,8 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
 /* A released buffer's device allocation serves the next buffer of the same
  * size on the same device, even while the queue still tracks the released
  * buffer's last kernel; a buffer of another size gets its own. The reused
- * memory carries no data: the new buffer starts from its host data. */
+ * memory carries no data: the new buffer starts from its host data. Large
+ * host storage is reused the same way. */
 static void test_reuse(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = 7;
@@ -454,6 +455,21 @@ static void test_reuse(const syrah_device *d) {
   syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_COPY_IN), od = desc1(N / 2, NULL, SYRAH_HOST_NONE);
   syrah_host_accessor *ha = NULL;
   void *first = NULL, *second = NULL, *third = NULL;
+  {
+    /* Large host storage of the default allocator is reused too. */
+    syrah_buffer_desc hd = desc1(1 << 19, NULL, SYRAH_HOST_NONE);
+    int *h1 = NULL, *h2 = NULL;
+    REQUIRE_OK(syrah_buffer_create(&hd, &b));
+    EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_DISCARD_WRITE, NULL, NULL, &ha, (void **)&h1));
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_OK(syrah_buffer_release(b));
+    REQUIRE_OK(syrah_buffer_create(&hd, &b));
+    EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_DISCARD_WRITE, NULL, NULL, &ha, (void **)&h2));
+    EXPECT_TRUE(h1 == h2);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_OK(syrah_buffer_release(b));
+    b = NULL;
+  }
   if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
     t_skip("reuse of device allocations", "the device has no USM (strategy none)");
     free(host);

@@ -17,7 +17,7 @@ pub struct AllocCache<T> {
 }
 
 impl<T> AllocCache<T> {
-    pub fn new(budget: usize) -> Self {
+    pub const fn new(budget: usize) -> Self {
         AllocCache {
             entries: VecDeque::new(),
             bytes: 0,

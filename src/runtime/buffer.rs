@@ -11,6 +11,7 @@ use crate::core::aspects::UsmStrategy;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3, Geometry, PageBits};
+use crate::core::pool::AllocCache;
 use crate::core::registry::AllocKind;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
@@ -198,10 +199,14 @@ impl Storage {
                 // SAFETY: the user's allocation callback.
                 unsafe { (a.allocate)(bytes, HOST_ALIGN, a.user_data as *mut c_void) }
             }
-            None => match std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
-                // SAFETY: non-zero size (buffers are never empty), valid layout.
-                Ok(l) => unsafe { std::alloc::alloc(l) }.cast(),
-                Err(_) => std::ptr::null_mut(),
+            None => match HOST_CACHE.lock().take(0, bytes) {
+                Some((p, _)) => p as *mut c_void,
+                None => match std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
+                    // SAFETY: non-zero size (buffers are never empty), valid
+                    // layout.
+                    Ok(l) => unsafe { std::alloc::alloc(l) }.cast(),
+                    Err(_) => std::ptr::null_mut(),
+                },
             },
         };
         if p.is_null() {
@@ -226,14 +231,29 @@ impl Storage {
                 }
             }
             None => {
-                if let Ok(l) = std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
-                    // SAFETY: allocated above with this layout.
-                    unsafe { std::alloc::dealloc(ptr as *mut u8, l) };
+                // Large blocks are kept for the next buffer of their size:
+                // fresh ones cost a page fault per page at first touch.
+                let out = if bytes >= HOST_CACHE_MIN {
+                    HOST_CACHE.lock().put(0, bytes, (ptr, bytes))
+                } else {
+                    vec![(ptr, bytes)]
+                };
+                for (p, n) in out {
+                    if let Ok(l) = std::alloc::Layout::from_size_align(n, HOST_ALIGN) {
+                        // SAFETY: allocated above with this size and
+                        // alignment.
+                        unsafe { std::alloc::dealloc(p as *mut u8, l) };
+                    }
                 }
             }
         }
     }
 }
+
+/// Host storage blocks (address, size) of the default allocator kept for
+/// reuse, up to 512 MiB; only blocks of at least `HOST_CACHE_MIN` bytes.
+static HOST_CACHE: Mutex<AllocCache<(usize, usize)>> = Mutex::new(AllocCache::new(512 << 20));
+const HOST_CACHE_MIN: usize = 1 << 20;
 
 impl Drop for Storage {
     fn drop(&mut self) {
