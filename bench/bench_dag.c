@@ -6,10 +6,12 @@
  * same kernels, with the offset as an argument, on an in-order queue (it
  * needs no dependency tracking, being serial).
  *
- * Per window of submissions: host microseconds per submission and the
- * process's resident memory, so the cost of the last window can be set
- * against the first and memory against work in flight. Every element of
- * every buffer is checked against a host model at the end.
+ * Per window of submissions: host microseconds per submission, the growth
+ * of the process's resident memory since the run began, and the commands
+ * still in flight (submitted, not finished: counted in whole windows from
+ * the last command of each window), so the cost of the last window can be
+ * set against the first and memory against work in flight. Every element
+ * of every buffer is checked against a host model at the end.
  *
  * usage: bench_dag P.D [groups] [buffers] [window] */
 #include "bench_common.h"
@@ -27,7 +29,10 @@ static int buffers = 1000;
 
 typedef struct {
   double us[MAX_WINDOWS];
-  double rss_mib[MAX_WINDOWS];
+  double rss_mib[MAX_WINDOWS]; /* growth since the run began */
+  long inflight[MAX_WINDOWS];
+  double rss0;
+  int done_windows; /* windows whose last command has finished */
   int windows;
   double total_s;
   long wrong;
@@ -80,14 +85,33 @@ static int *model(void) {
   return m;
 }
 
-static void window_done(result *r, long i, double *t0) {
+/* Ends window `r->windows` when submission `i` is its last; `finished(k)`
+ * says whether window k's last command has finished. */
+static int window_end(long i) { return (i + 1) % window == 0; }
+
+static void window_done(result *r, double *t0, int (*finished)(int)) {
   double t = now_us();
-  if ((i + 1) % window == 0 && r->windows < MAX_WINDOWS) {
-    r->us[r->windows] = (t - *t0) / (double)window;
-    r->rss_mib[r->windows] = rss_mib();
-    ++r->windows;
-    *t0 = now_us();
-  }
+  if (r->windows >= MAX_WINDOWS) return;
+  r->us[r->windows] = (t - *t0) / (double)window;
+  r->rss_mib[r->windows] = rss_mib() - r->rss0;
+  while (r->done_windows <= r->windows && finished(r->done_windows)) ++r->done_windows;
+  r->inflight[r->windows] = (long)(r->windows + 1 - r->done_windows) * window;
+  ++r->windows;
+  *t0 = now_us();
+}
+
+static syrah_event *sy_last[MAX_WINDOWS];
+static int sy_finished(int k) {
+  syrah_event_status st = SYRAH_EVENT_QUEUED;
+  SY_OK(syrah_event_get_status(sy_last[k], &st));
+  return st == SYRAH_EVENT_COMPLETE;
+}
+
+static cl_event raw_last[MAX_WINDOWS];
+static int raw_finished(int k) {
+  cl_int st = CL_QUEUED;
+  CL_OK(clGetEventInfo(raw_last[k], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+  return st == CL_COMPLETE;
 }
 
 static void run_syrah(const char *spec, const int *expect, result *r) {
@@ -125,9 +149,11 @@ static void run_syrah(const char *spec, const int *expect, result *r) {
   }
   SY_OK(syrah_queue_wait(q));
   rng_state = 42;
+  r->rss0 = rss_mib();
   start = t0 = now_us();
   for (i = 0; i < groups; ++i) {
     group g = next_group(i);
+    syrah_event **ev = window_end(i) && r->windows < MAX_WINDOWS ? &sy_last[r->windows] : NULL;
     syrah_accessor acc[2];
     memset(acc, 0, sizeof acc);
     acc[0].buffer = b[g.buf];
@@ -139,14 +165,15 @@ static void run_syrah(const char *spec, const int *expect, result *r) {
       acc[1].mode = SYRAH_ACCESS_READ;
       acc[1].offset[0] = (size_t)g.other_off;
       acc[1].range[0] = (size_t)g.other_len;
-      SY_OK(syrah_queue_submit_kernel(q, k2, &one, acc, 2, args, 2, NULL, 0, NULL));
+      SY_OK(syrah_queue_submit_kernel(q, k2, &one, acc, 2, args, 2, NULL, 0, ev));
     } else {
-      SY_OK(syrah_queue_submit_kernel(q, k1, &one, acc, 1, args, 1, NULL, 0, NULL));
+      SY_OK(syrah_queue_submit_kernel(q, k1, &one, acc, 1, args, 1, NULL, 0, ev));
     }
-    window_done(r, i, &t0);
+    if (ev) window_done(r, &t0, sy_finished);
   }
   SY_OK(syrah_queue_wait(q));
   r->total_s = (now_us() - start) / 1e6;
+  for (j = 0; j < r->windows; ++j) SY_OK(syrah_event_release(sy_last[j]));
   for (j = 0; j < buffers; ++j) {
     syrah_host_accessor *ha;
     int *p;
@@ -185,25 +212,28 @@ static void run_raw(unsigned p, unsigned d, const int *expect, result *r) {
   }
   CL_OK(clFinish(e.q));
   rng_state = 42;
+  r->rss0 = rss_mib();
   start = t0 = now_us();
   for (i = 0; i < groups; ++i) {
     group g = next_group(i);
+    cl_event *ev = window_end(i) && r->windows < MAX_WINDOWS ? &raw_last[r->windows] : NULL;
     if (g.other >= 0) {
       CL_OK(clSetKernelArg(k2, 0, sizeof(cl_mem), &m[g.buf]));
       CL_OK(clSetKernelArg(k2, 1, sizeof(int), &g.off));
       CL_OK(clSetKernelArg(k2, 2, sizeof(cl_mem), &m[g.other]));
       CL_OK(clSetKernelArg(k2, 3, sizeof(int), &g.other_off));
-      CL_OK(clEnqueueNDRangeKernel(e.q, k2, 1, NULL, &one, NULL, 0, NULL, NULL));
+      CL_OK(clEnqueueNDRangeKernel(e.q, k2, 1, NULL, &one, NULL, 0, NULL, ev));
     } else {
       CL_OK(clSetKernelArg(e.k, 0, sizeof(cl_mem), &m[g.buf]));
       CL_OK(clSetKernelArg(e.k, 1, sizeof(int), &g.off));
-      CL_OK(clEnqueueNDRangeKernel(e.q, e.k, 1, NULL, &one, NULL, 0, NULL, NULL));
+      CL_OK(clEnqueueNDRangeKernel(e.q, e.k, 1, NULL, &one, NULL, 0, NULL, ev));
     }
     CL_OK(clFlush(e.q));
-    window_done(r, i, &t0);
+    if (ev) window_done(r, &t0, raw_finished);
   }
   CL_OK(clFinish(e.q));
   r->total_s = (now_us() - start) / 1e6;
+  for (j = 0; j < r->windows; ++j) CL_OK(clReleaseEvent(raw_last[j]));
   for (j = 0; j < buffers; ++j) {
     CL_OK(clEnqueueReadBuffer(e.q, m[j], CL_TRUE, 0, sizeof(int) * ELEMS, host, 0, NULL, NULL));
     for (x = 0; x < ELEMS; ++x) r->wrong += host[x] != expect[(size_t)j * ELEMS + (size_t)x];
@@ -239,15 +269,17 @@ int main(int argc, char **argv) {
   run_raw(p, d, expect, &raw);
   free(expect);
   printf("## DAG scaling: %ld command groups over %d buffers, device %s (%s)\n\n", groups, buffers, argv[1], name);
-  printf("| submissions | Syrah µs per submission | raw µs per submission | Syrah resident MiB | raw resident MiB |\n"
-         "|---|---|---|---|---|\n");
+  printf("| submissions | Syrah µs per submission | raw µs per submission | Syrah resident MiB added | raw resident "
+         "MiB added | Syrah commands in flight | raw commands in flight |\n|---|---|---|---|---|---|---|\n");
   for (w = 0; w < sy.windows; ++w) {
     long n = (long)(w + 1) * window;
     if (w < 3 || w >= sy.windows - 3 || sy.windows <= 12 || w % (sy.windows / 8) == 0)
-      printf("| %ld | %.2f | %.2f | %.1f | %.1f |\n", n, sy.us[w], raw.us[w], sy.rss_mib[w], raw.rss_mib[w]);
+      printf("| %ld | %.2f | %.2f | %.1f | %.1f | %ld | %ld |\n", n, sy.us[w], raw.us[w], sy.rss_mib[w],
+             raw.rss_mib[w], sy.inflight[w], raw.inflight[w]);
     bench_json("{\"bench\":\"dag\",\"device\":\"%s\",\"device_name\":\"%s\",\"submissions\":%ld,"
-               "\"syrah_us\":%.4f,\"raw_us\":%.4f,\"syrah_rss_mib\":%.2f,\"raw_rss_mib\":%.2f}",
-               argv[1], name, n, sy.us[w], raw.us[w], sy.rss_mib[w], raw.rss_mib[w]);
+               "\"syrah_us\":%.4f,\"raw_us\":%.4f,\"syrah_rss_mib\":%.2f,\"raw_rss_mib\":%.2f,"
+               "\"syrah_inflight\":%ld,\"raw_inflight\":%ld}",
+               argv[1], name, n, sy.us[w], raw.us[w], sy.rss_mib[w], raw.rss_mib[w], sy.inflight[w], raw.inflight[w]);
   }
   {
     /* Single windows move with the machine's noise: also the medians of
