@@ -6,7 +6,8 @@
 #include <stdint.h>
 
 static const char *kSource =
-    "__kernel void twice(__global int *p) { p[get_global_id(0)] *= 2; }\n";
+    "__kernel void twice(__global int *p) { p[get_global_id(0)] *= 2; }\n"
+    "__kernel void inc(__global int *p) { p[get_global_id(0)] += 1; }\n";
 
 static void test_alloc_kinds(const syrah_device *d) {
   syrah_context *ctx = NULL;
@@ -309,8 +310,84 @@ static void test_operations(const syrah_device *d) {
   free(ints);
 }
 
+/* Launches on an in-order queue with no event asked for run without an
+ * OpenCL event of their own; later copies, host tasks, waits and frees
+ * still come after them. */
+static int seen_by_task = -1;
+static syrah_status read_first(const syrah_host_task_context *c, void *user) {
+  (void)c;
+  seen_by_task = *(const int *)user;
+  return SYRAH_SUCCESS;
+}
+
+static void test_quiet_launches(const syrah_device *d) {
+  enum { M = 256 };
+  syrah_queue *q = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *inc = NULL;
+  int *a = NULL, host[M], i, ok;
+  syrah_kernel_arg arg;
+  syrah_range r = syrah_range_1d(M);
+  syrah_event *ev = NULL;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("launches without events", "the device has no USM (strategy none)");
+    return;
+  }
+  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "inc", &inc));
+  REQUIRE_OK(syrah_malloc_device(ctx, d, sizeof host, (void **)&a));
+  memset(host, 0, sizeof host);
+  EXPECT_OK(syrah_queue_memcpy(q, a, host, sizeof host, NULL, 0, NULL));
+  arg = syrah_arg_usm(a);
+  for (i = 0; i < 300; ++i) EXPECT_OK(syrah_queue_launch(q, inc, &r, &arg, 1, NULL, 0, NULL));
+  /* A copy after them, waited for through its own event. */
+  EXPECT_OK(syrah_queue_memcpy(q, host, a, sizeof host, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  syrah_event_release(ev);
+  for (i = 0, ok = 1; i < M; ++i) ok &= host[i] == 300;
+  EXPECT_TRUE(ok);
+  /* A queue wait covers them. */
+  for (i = 0; i < 100; ++i) EXPECT_OK(syrah_queue_launch(q, inc, &r, &arg, 1, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_OK(syrah_queue_memcpy(q, host, a, sizeof host, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(q));
+  for (i = 0, ok = 1; i < M; ++i) ok &= host[i] == 400;
+  EXPECT_TRUE(ok);
+  /* A host task after them sees their writes (host USM, where there is). */
+  if (t_has(d, SYRAH_ASPECT_USM_HOST_ALLOCATIONS)) {
+    int *h = NULL;
+    syrah_host_task task;
+    syrah_kernel_arg harg;
+    REQUIRE_OK(syrah_malloc_host(ctx, sizeof host, (void **)&h));
+    memset(h, 0, sizeof host);
+    harg = syrah_arg_usm(h);
+    for (i = 0; i < 50; ++i) EXPECT_OK(syrah_queue_launch(q, inc, &r, &harg, 1, NULL, 0, NULL));
+    memset(&task, 0, sizeof task);
+    task.run = read_first;
+    task.user_data = h;
+    EXPECT_OK(syrah_queue_submit_host_tasks(q, NULL, 0, &task, 1, NULL, 0, &ev));
+    EXPECT_OK(syrah_event_wait(ev));
+    syrah_event_release(ev);
+    EXPECT_EQ(seen_by_task, 50);
+    EXPECT_OK(syrah_free(ctx, h));
+  } else {
+    t_skip("host task after launches without events", "the device has no usm_host_allocations");
+  }
+  /* Freeing right after them waits for them. */
+  for (i = 0; i < 50; ++i) EXPECT_OK(syrah_queue_launch(q, inc, &r, &arg, 1, NULL, 0, NULL));
+  EXPECT_OK(syrah_free(ctx, a));
+  syrah_kernel_release(inc);
+  syrah_program_release(prog);
+  syrah_queue_release(q);
+  syrah_context_release(ctx);
+}
+
 int main(void) {
   t_for_each_device(test_alloc_kinds);
   t_for_each_device(test_operations);
+  t_for_each_device(test_quiet_launches);
   return t_finish("test_usm");
 }

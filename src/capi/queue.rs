@@ -333,10 +333,14 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
                 prepared.iter().map(|p| p.storage.clone()).collect(),
             ))
         };
-        let ev = q.launch(k, &nd, &a, &deps, keep)?;
-        q.commit_accesses(&prepared, &ev);
-        // SAFETY: forwarded contract.
-        unsafe { give_event(ev, out_event) };
+        // With no accessors and no event asked for, nothing needs the
+        // command's event: an in-order queue may then go without one.
+        let want_event = !out_event.is_null() || !prepared.is_empty();
+        if let Some(ev) = q.launch(k, &nd, &a, &deps, keep, want_event)? {
+            q.commit_accesses(&prepared, &ev);
+            // SAFETY: forwarded contract.
+            unsafe { give_event(ev, out_event) };
+        }
         Ok(())
     })
 }

@@ -193,7 +193,7 @@ impl Queue {
         }
         let mut waits: Deps = deps.iter().cloned().collect();
         if self.in_order {
-            waits.extend(self.tails());
+            waits.extend(self.tails()?);
         }
         let done = Event::create_user_named(&self.ctx, "host task")?;
         let prepared = self.prepare_host_accesses(reqs, &mut waits, &done)?;
@@ -219,7 +219,7 @@ impl Queue {
     ) -> Result<Arc<Event>> {
         let mut waits: Deps = deps.iter().cloned().collect();
         if self.in_order {
-            waits.extend(self.tails());
+            waits.extend(self.tails()?);
         }
         let done = Event::create_user_named(&self.ctx, what)?;
         self.start_job(

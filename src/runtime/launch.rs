@@ -73,7 +73,8 @@ impl Queue {
         args: &[Arg<'_>],
         deps: &[Arc<Event>],
         keep: super::queue::Keep,
-    ) -> Result<Arc<Event>> {
+        want_event: bool,
+    ) -> Result<Option<Arc<Event>>> {
         let api = api()?;
         let kinfo = self.precheck(kernel, range, args.len())?;
         let mut dynamic = Vec::new();
@@ -134,7 +135,7 @@ impl Queue {
         )?;
         let what = kernel.what.clone();
         if range.is_empty() {
-            return self.marker(deps, &what);
+            return self.marker(deps, &what).map(Some);
         }
         let intel = self
             .ctx
@@ -209,7 +210,7 @@ impl Queue {
             }
         }
         let local = range.local;
-        self.submit(deps, what, keep, |q, wl, ev| {
+        self.submit_quiet(deps, what, keep, want_event, |q, wl, ev| {
             // SAFETY: arguments are set under the kernel's lock, still held;
             // the size arrays have `dims` entries; the wait list holds events
             // of this context.

@@ -71,6 +71,9 @@ struct Lane {
     tail: Option<Arc<Event>>,
     /// The tail waits on something that may not finish soon.
     gated: bool,
+    /// Commands were enqueued after the tail without events (see
+    /// `submit_quiet`); a marker stands for them when one is needed.
+    quiet: bool,
 }
 
 struct Lanes {
@@ -153,6 +156,7 @@ impl Queue {
                     cl: first,
                     tail: None,
                     gated: false,
+                    quiet: false,
                 }],
                 next: 0,
                 barrier: None,
@@ -199,14 +203,92 @@ impl Queue {
     /// What a command submitted now must follow on an in-order queue: the
     /// last command of every lane and the last host-side work (a host task
     /// is on no lane).
-    pub(crate) fn tails(&self) -> Vec<Arc<Event>> {
+    pub(crate) fn tails(&self) -> Result<Vec<Arc<Event>>> {
+        self.seal()?;
         let lanes = self.lanes.lock();
-        lanes
+        Ok(lanes
             .list
             .iter()
             .filter_map(|l| l.tail.clone())
             .chain(lanes.barrier.clone())
-            .collect()
+            .collect())
+    }
+
+    /// Gives every lane that ran commands without events a marker as its
+    /// tail, standing for them (an in-order lane's marker completes after
+    /// everything before it).
+    fn seal(&self) -> Result<()> {
+        let api = api()?;
+        let mut made = Vec::new();
+        {
+            let mut lanes = self.lanes.lock();
+            for lane in lanes.list.iter_mut().filter(|l| l.quiet) {
+                let mut cl: cl_event = std::ptr::null_mut();
+                // SAFETY: a live queue; no wait list; `cl` receives the event.
+                let rc = unsafe {
+                    (api.clEnqueueMarkerWithWaitList)(lane.cl, 0, std::ptr::null(), &mut cl)
+                };
+                check(rc, "clEnqueueMarkerWithWaitList")?;
+                let ev = Event::new(
+                    cl,
+                    self.ctx.id,
+                    "kernels launched without an event on an in-order queue".into(),
+                    self.profiling,
+                    SmallVec::new(),
+                    self.me.clone(),
+                );
+                ev.lane.store(lane.id, std::sync::atomic::Ordering::Release);
+                lane.tail = Some(ev.clone());
+                lane.gated = false;
+                lane.quiet = false;
+                made.push(ev);
+            }
+        }
+        for ev in made {
+            self.track(ev, None);
+        }
+        Ok(())
+    }
+
+    /// Enqueues a command nobody will ask about (no event wanted, nothing
+    /// to keep alive) on an in-order queue without asking OpenCL for an
+    /// event: drivers charge microseconds per event and per status query.
+    /// Falls back to `submit` (returning its event) when the command must
+    /// be tracked: tracing, a dependency that may block or belongs to
+    /// another context, or an out-of-order queue.
+    pub(crate) fn submit_quiet(
+        &self,
+        deps: &[Arc<Event>],
+        what: impl Into<Arc<str>>,
+        keep: Keep,
+        want_event: bool,
+        enqueue: impl FnOnce(cl_command_queue, &[cl_event], *mut cl_event) -> Result<()>,
+    ) -> Result<Option<Arc<Event>>> {
+        let eligible = !want_event && keep.is_none() && self.in_order && !self.timed;
+        if eligible && super::trace::tracer().is_none() {
+            let api = api()?;
+            let mut lanes = self.lanes.lock();
+            if lanes.barrier.as_ref().is_some_and(|b| b.is_done()) {
+                lanes.barrier = None;
+            }
+            let all = deps.iter().chain(lanes.barrier.iter());
+            let simple = all.clone().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
+            if simple {
+                let lane_id = lanes.list[0].id;
+                let wl: SmallVec<[cl_event; 8]> = all
+                    .filter(|d| d.lane.load(std::sync::atomic::Ordering::Acquire) != lane_id)
+                    .map(|d| d.cl)
+                    .collect();
+                let lane = &mut lanes.list[0];
+                enqueue(lane.cl, &wl, std::ptr::null_mut())?;
+                lane.quiet = true;
+                // SAFETY: flushing a live queue so the command starts.
+                unsafe { (api.clFlush)(lane.cl) };
+                return Ok(None);
+            }
+        }
+        self.submit(deps, what, keep, |q, wl, ev| enqueue(q, wl, ev))
+            .map(Some)
     }
 
     /// True when a command submitted now would run right behind `ev` on
@@ -220,7 +302,7 @@ impl Queue {
             && lanes
                 .list
                 .iter()
-                .any(|l| l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
+                .any(|l| !l.quiet && l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
     }
 
     /// Makes every later command of the queue wait for `ev` (how host-side
@@ -278,6 +360,7 @@ impl Queue {
                 cl,
                 tail: None,
                 gated: false,
+                quiet: false,
             });
             return Ok(n);
         }
@@ -364,6 +447,8 @@ impl Queue {
         ev.lane.store(lane.id, std::sync::atomic::Ordering::Release);
         lane.tail = Some(ev.clone());
         lane.gated = blocking;
+        // On an in-order lane the new command follows the quiet ones.
+        lane.quiet = false;
         // SAFETY: flushing a live queue so the command starts even if
         // nobody waits on it.
         unsafe { (api.clFlush)(lane.cl) };
@@ -462,6 +547,7 @@ impl Queue {
     /// command Syrah enqueues is tracked, so nothing is missed.
     fn finish(&self) -> Result<()> {
         let api = api()?;
+        self.seal()?;
         let entries: Vec<Entry> = {
             let mut inf = self.inflight.lock();
             inf.scan_at = SCAN_MIN;
@@ -490,6 +576,7 @@ impl Queue {
 
     /// Finishes without reporting (used before freeing memory).
     pub fn finish_quietly(&self) {
+        let _ = self.seal();
         if let Ok(api) = api() {
             let events: Vec<Arc<Event>> = self
                 .inflight
@@ -570,6 +657,7 @@ impl Queue {
         let api = api()?;
         let mut all: Vec<Arc<Event>> = deps.to_vec();
         if all.is_empty() {
+            self.seal()?;
             let lanes = self.lanes.lock();
             all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
         }
@@ -640,8 +728,14 @@ impl Drop for Queue {
         // drivers look at a command's memory objects until its queue is
         // released.
         for lane in self.lanes.get_mut().list.drain(..) {
-            // SAFETY: this Queue owns one reference to each lane.
-            unsafe { (api.clReleaseCommandQueue)(lane.cl) };
+            // SAFETY: this Queue owns one reference to each lane; commands
+            // enqueued without events finish before it goes.
+            unsafe {
+                if lane.quiet {
+                    (api.clFinish)(lane.cl);
+                }
+                (api.clReleaseCommandQueue)(lane.cl)
+            };
         }
         drop(entries);
         if let Some(t) = super::trace::tracer() {
