@@ -320,6 +320,15 @@ static void nbody_host(float *p, float *v, int n, int steps) {
   free(q);
 }
 
+/* One row of the table and one JSON record. */
+static void report(const char *spec, const char *name, const char *app_name, const char *size, double ts, double tr,
+                   int ok) {
+  printf("| %s | %s | %.3f | %.3f | %.3f | %s |\n", app_name, size, ts, tr, ts / tr, ok ? "ok" : "WRONG");
+  bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
+             "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ok\":%s}",
+             spec, name, app_name, size, ts, tr, ok ? "true" : "false");
+}
+
 int main(int argc, char **argv) {
   unsigned p = 0, d = 0;
   char name[256];
@@ -350,10 +359,7 @@ int main(int argc, char **argv) {
     tr = run_raw(p, d, &ap, cr);
     ok = check_matmul(a, b, cs, n) && check_matmul(a, b, cr, n);
     snprintf(size, sizeof size, "%dx%d", n, n);
-    printf("| %s | %s | %.3f | %.3f | %.3f | %s |\n", ap.name, size, ts, tr, ts / tr, ok ? "ok" : "WRONG");
-    bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
-               "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ok\":%s}",
-               argv[1], name, ap.name, size, ts, tr, ok ? "true" : "false");
+    report(argv[1], name, ap.name, size, ts, tr, ok);
     all_ok &= ok;
     free(a);
     free(b);
@@ -410,10 +416,7 @@ int main(int argc, char **argv) {
     ok = err < 1e-3;
     if (!ok) fprintf(stderr, "%s: largest difference from the host %g\n", ap.name, err);
     snprintf(size, sizeof size, "%d bodies, %d steps", n, steps);
-    printf("| %s | %s | %.3f | %.3f | %.3f | %s |\n", ap.name, size, ts, tr, ts / tr, ok ? "ok" : "WRONG");
-    bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
-               "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ok\":%s}",
-               argv[1], name, ap.name, size, ts, tr, ok ? "true" : "false");
+    report(argv[1], name, ap.name, size, ts, tr, ok);
     all_ok &= ok;
     free(pos);
     free(vel);
@@ -462,10 +465,7 @@ int main(int argc, char **argv) {
     tr = run_raw(p, d, &ap, &rr);
     ok = rs == sum && rr == sum;
     snprintf(size, sizeof size, "%d uints, %d passes", n, pass);
-    printf("| %s | %s | %.3f | %.3f | %.3f | %s |\n", ap.name, size, ts, tr, ts / tr, ok ? "ok" : "WRONG");
-    bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
-               "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ok\":%s}",
-               argv[1], name, ap.name, size, ts, tr, ok ? "true" : "false");
+    report(argv[1], name, ap.name, size, ts, tr, ok);
     all_ok &= ok;
     free(in);
   }
@@ -522,10 +522,7 @@ int main(int argc, char **argv) {
     ok = err < 1e-3;
     if (!ok) fprintf(stderr, "%s: largest difference from the host %g\n", ap.name, err);
     snprintf(size, sizeof size, "%dx%d, %d iterations", w, h, iters);
-    printf("| %s | %s | %.3f | %.3f | %.3f | %s |\n", ap.name, size, ts, tr, ts / tr, ok ? "ok" : "WRONG");
-    bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
-               "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ok\":%s}",
-               argv[1], name, ap.name, size, ts, tr, ok ? "true" : "false");
+    report(argv[1], name, ap.name, size, ts, tr, ok);
     all_ok &= ok;
     free(g);
     free(ref);

@@ -75,6 +75,16 @@ def plan(dev, gpu, quick):
     ]
 
 
+def style(ax, xlabel, ylabel, zero=True):
+    """Labels, grid and legend of one panel."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if zero:
+        ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def plots(records, out):
     try:
         import matplotlib
@@ -97,15 +107,12 @@ def plots(records, out):
                 series = sorted({(r["path"], r["host"]) for r in bw if r["direction"] == d})
                 for path, host in series:
                     pts = sorted((r["bytes"], r["gbps"]) for r in bw if r["direction"] == d and r["path"] == path and r["host"] == host)
-                    style = "-" if path.startswith("syrah") else "--"
+                    line = "-" if path.startswith("syrah") else "--"
                     label = path if host in ("none", "ordinary") and d in ("d2d", "h2h") else f"{path}, {host}"
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", markersize=3, label=label)
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], line, marker="o", markersize=3, label=label)
                 ax.set_xscale("log", base=2)
-                ax.set_xlabel("bytes")
-                ax.set_ylabel("GB/s")
                 ax.set_title(f"{d}")
-                ax.grid(True, alpha=0.3)
-                ax.legend(fontsize=7)
+                style(ax, "bytes", "GB/s")
             fig.suptitle(f"Bandwidth, device {dev} ({name})")
             fig.tight_layout()
             path = os.path.join(out, f"bandwidth_{dev}.png")
@@ -119,24 +126,13 @@ def plots(records, out):
             xs = [r["submissions"] for r in dag]
             a1.plot(xs, [r["syrah_us"] for r in dag], label="Syrah (accessors, out-of-order queue)")
             a1.plot(xs, [r["raw_us"] for r in dag], "--", label="raw OpenCL (in-order queue)")
-            a1.set_xlabel("submissions")
-            a1.set_ylabel("µs per submission (window mean)")
-            a1.set_ylim(bottom=0)
-            a1.grid(True, alpha=0.3)
-            a1.legend(fontsize=8)
+            style(a1, "submissions", "µs per submission (window mean)")
             a2.plot(xs, [r["syrah_rss_mib"] for r in dag], label="Syrah run")
             a2.plot(xs, [r["raw_rss_mib"] for r in dag], "--", label="raw run")
-            a2.set_xlabel("submissions")
-            a2.set_ylabel("resident MiB added since the run began")
-            a2.grid(True, alpha=0.3)
-            a2.legend(fontsize=8)
+            style(a2, "submissions", "resident MiB added since the run began", zero=False)
             a3.plot(xs, [r.get("syrah_inflight", 0) for r in dag], label="Syrah run")
             a3.plot(xs, [r.get("raw_inflight", 0) for r in dag], "--", label="raw run")
-            a3.set_xlabel("submissions")
-            a3.set_ylabel("commands in flight")
-            a3.set_ylim(bottom=0)
-            a3.grid(True, alpha=0.3)
-            a3.legend(fontsize=8)
+            style(a3, "submissions", "commands in flight")
             fig.suptitle(f"DAG scaling, device {dev} ({name})")
             fig.tight_layout()
             path = os.path.join(out, f"dag_{dev}.png")
@@ -151,11 +147,7 @@ def plots(records, out):
             ax.plot(xs, [r["syrah_us"] for r in sub], marker="o", label="Syrah, two accessors")
             ax.plot(xs, [r["raw_us"] for r in sub], "--", marker="o", label="raw OpenCL, cl_mem")
             ax.plot(xs, [r["raw_svm_us"] for r in sub], ":", marker="o", label="raw OpenCL, SVM pointers")
-            ax.set_xlabel("submissions")
-            ax.set_ylabel("µs per submission (batch mean)")
-            ax.set_ylim(bottom=0)
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
+            style(ax, "submissions", "µs per submission (batch mean)")
             ax.set_title(f"Submission cost, device {dev} ({name})")
             fig.tight_layout()
             path = os.path.join(out, f"submit_{dev}.png")

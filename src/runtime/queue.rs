@@ -500,16 +500,21 @@ impl Queue {
             }
         }
         if inf.entries.len() >= inf.scan_at {
-            let mut kept = VecDeque::with_capacity(inf.entries.len());
-            for e in inf.entries.drain(..) {
-                match e.event.outcome() {
-                    Ok(Some(r)) => self.note_outcome(&e.event, r),
-                    _ => kept.push_back(e),
-                }
-            }
-            inf.entries = kept;
+            self.drop_finished(inf);
             inf.scan_at = (inf.entries.len() * 2).max(SCAN_MIN);
         }
+    }
+
+    /// Drops every finished entry, wherever it is in the list.
+    fn drop_finished(&self, inf: &mut Inflight) {
+        let mut kept = VecDeque::with_capacity(inf.entries.len());
+        for e in inf.entries.drain(..) {
+            match e.event.outcome() {
+                Ok(Some(r)) => self.note_outcome(&e.event, r),
+                _ => kept.push_back(e),
+            }
+        }
+        inf.entries = kept;
     }
 
     fn note_outcome(&self, ev: &Event, outcome: std::result::Result<(), Error>) {
@@ -525,15 +530,7 @@ impl Queue {
 
     /// Drops every command that has finished (not only those at the front).
     pub(crate) fn prune_finished(&self) {
-        let mut inf = self.inflight.lock();
-        let mut kept = VecDeque::with_capacity(inf.entries.len());
-        for e in inf.entries.drain(..) {
-            match e.event.outcome() {
-                Ok(Some(r)) => self.note_outcome(&e.event, r),
-                _ => kept.push_back(e),
-            }
-        }
-        inf.entries = kept;
+        self.drop_finished(&mut self.inflight.lock());
     }
 
     /// Number of commands still tracked (for tests of bounded memory).
