@@ -202,21 +202,32 @@ def main():
         md.append(f"- device {d}: {names.get(d, '?')}{' (GPU)' if is_gpu(info_text, d) else ''}")
     md.append("")
     commands, failures = [], []
+
+    def run_one(bench, argv):
+        cmd = [os.path.join(args.bin, bench)] + argv
+        print(f"suite: {bench} {' '.join(argv)}", flush=True)
+        t0 = time.time()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        took = time.time() - t0
+        commands.append({"command": [bench] + argv, "status": p.returncode, "seconds": round(took, 1)})
+        md.append(p.stdout.rstrip())
+        md.append("")
+        md.append(f"*`{bench} {' '.join(argv)}`: {took:.1f} s, exit status {p.returncode}*")
+        md.append("")
+        if p.returncode != 0:
+            failures.append(f"{bench} {' '.join(argv)} (status {p.returncode}): {p.stderr.strip()[-500:]}")
+            print(f"suite: FAILED {bench} {' '.join(argv)}\n{p.stderr}", flush=True)
+
     for d in devices:
         for bench, argv in plan(d, is_gpu(info_text, d), args.quick):
-            cmd = [os.path.join(args.bin, bench)] + argv
-            print(f"suite: {bench} {' '.join(argv)}", flush=True)
-            t0 = time.time()
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            took = time.time() - t0
-            commands.append({"command": [bench] + argv, "status": p.returncode, "seconds": round(took, 1)})
-            md.append(p.stdout.rstrip())
-            md.append("")
-            md.append(f"*`{bench} {' '.join(argv)}`: {took:.1f} s, exit status {p.returncode}*")
-            md.append("")
-            if p.returncode != 0:
-                failures.append(f"{bench} {' '.join(argv)} (status {p.returncode}): {p.stderr.strip()[-500:]}")
-                print(f"suite: FAILED {bench} {' '.join(argv)}\n{p.stderr}", flush=True)
+            run_one(bench, argv)
+    # The two-device stencil: the first two devices chosen, or one device
+    # playing both parts.
+    pair = devices[:2] if len(devices) >= 2 else devices * 2
+    if pair:
+        gpu = any(is_gpu(info_text, d) for d in pair)
+        size = "256" if args.quick else ("2048" if gpu else "1024")
+        run_one("bench_stencil2", [pair[0], pair[1], size, "10" if args.quick else "20"])
     records = []
     if os.path.exists(jsonl):
         with open(jsonl) as f:

@@ -128,6 +128,8 @@ for dev in r["devices"]:
             assert x["ok"], x
     for png in ("bandwidth", "dag", "submit"):
         assert os.path.getsize(os.path.join(out, f"{png}_{dev}.png")) > 10000, (png, dev)
+two = [x for x in r["records"] if x["bench"] == "stencil2"]
+assert len(two) == 1 and two[0]["ok"], two
 print(len(r["records"]), "records from", len(r["devices"]), "devices, all results correct, plots written")
 PY
   passed=$((passed + 1))

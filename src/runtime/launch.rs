@@ -219,7 +219,13 @@ impl Queue {
                     q,
                     kernel.cl,
                     dims as cl_uint,
-                    range.offset.as_ptr(),
+                    // No offset at all rather than zeros, as hand-written
+                    // code passes it: drivers may keep a faster path for it.
+                    if range.offset.iter().all(|&o| o == 0) {
+                        std::ptr::null()
+                    } else {
+                        range.offset.as_ptr()
+                    },
                     range.global.as_ptr(),
                     local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr()),
                     wl.len() as cl_uint,
