@@ -81,6 +81,21 @@ struct Lanes {
     next: usize,
     /// The last barrier: later commands wait for it.
     barrier: Option<Arc<Event>>,
+    /// While a command group is being submitted (`Some`): the lane its
+    /// first command went to, which the rest follow.
+    group: Option<Option<usize>>,
+}
+
+/// Keeps the commands of one command group (its transfers and itself) on
+/// one lane until dropped: some drivers run a command that waits for
+/// another queue's work slower (Intel's CPU runtime ran a kernel behind
+/// copies on other lanes at half speed).
+pub struct GroupLane<'a>(&'a Queue);
+
+impl Drop for GroupLane<'_> {
+    fn drop(&mut self) {
+        self.0.lanes.lock().group = None;
+    }
 }
 
 /// Lanes an out-of-order queue spreads independent work over.
@@ -160,6 +175,7 @@ impl Queue {
                 }],
                 next: 0,
                 barrier: None,
+                group: None,
             }),
             props,
             in_order,
@@ -316,6 +332,13 @@ impl Queue {
         self.lanes.lock().list[0].cl
     }
 
+    /// Starts a command group: its commands share one lane until the
+    /// returned guard is dropped.
+    pub fn group_lane(&self) -> GroupLane<'_> {
+        self.lanes.lock().group = Some(None);
+        GroupLane(self)
+    }
+
     /// Picks the lane for a command with dependencies `deps`.
     fn pick_lane(&self, lanes: &mut Lanes, deps: &[Arc<Event>], blocking: bool) -> Result<usize> {
         if self.in_order {
@@ -404,7 +427,13 @@ impl Queue {
             }
         }
         let blocking = all.iter().chain(&bridges).any(|d| d.blocks());
-        let i = self.pick_lane(&mut lanes, &all, blocking)?;
+        let i = match lanes.group {
+            Some(Some(g)) if !blocking => g,
+            _ => self.pick_lane(&mut lanes, &all, blocking)?,
+        };
+        if let Some(g) = lanes.group.as_mut() {
+            g.get_or_insert(i);
+        }
         let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
         let lane_id = lanes.list[i].id;
         for d in &all {
