@@ -7,12 +7,8 @@
 #   bash scripts/bench.sh           full sizes (minutes per device)
 #   bash scripts/bench.sh --quick   small sizes, as in CI
 set -euo pipefail
-cd "$(dirname "$0")/.."
-SYRAH_DEPS=${SYRAH_DEPS:-/opt/syrah-deps}
-export SYRAH_PREFIX=${SYRAH_PREFIX:-/opt/syrah}
-bash scripts/deps.sh
-# shellcheck disable=SC1091
-. "$SYRAH_DEPS/env.sh"
+# shellcheck source=scripts/prepare.sh
+. "$(dirname "$0")/prepare.sh"
 bash scripts/build.sh
 cmake -S bench -B build/bench -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/bench -j "$(nproc)"

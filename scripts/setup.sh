@@ -3,12 +3,8 @@
 # installs Syrah, then builds the C examples against the installed package
 # and runs them on the default device (SYRAH_DEVICE picks another).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-SYRAH_DEPS=${SYRAH_DEPS:-/opt/syrah-deps}
-export SYRAH_PREFIX=${SYRAH_PREFIX:-/opt/syrah}
-bash scripts/deps.sh
-# shellcheck disable=SC1091
-. "$SYRAH_DEPS/env.sh"
+# shellcheck source=scripts/prepare.sh
+. "$(dirname "$0")/prepare.sh"
 bash scripts/build.sh
 "$SYRAH_PREFIX/bin/syrah-info"
 cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null

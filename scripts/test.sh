@@ -4,12 +4,8 @@
 # freshness, the library's linkage and exports, the C ABI tests on every
 # OpenCL device found, and the examples on every device.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-SYRAH_DEPS=${SYRAH_DEPS:-/opt/syrah-deps}
-export SYRAH_PREFIX=${SYRAH_PREFIX:-/opt/syrah}
-bash scripts/deps.sh
-# shellcheck disable=SC1091
-. "$SYRAH_DEPS/env.sh"
+# shellcheck source=scripts/prepare.sh
+. "$(dirname "$0")/prepare.sh"
 
 committed_header=$(mktemp)
 cp include/syrah.h "$committed_header"
