@@ -319,7 +319,8 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         q.precheck(k, &nd, arg_count)?;
         // SAFETY: forwarded contract.
         let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
-        let _group = q.group_lane();
+        // Transfers for the accessors and the kernel share one lane.
+        let _group = (!reqs.is_empty()).then(|| q.group_lane());
         let prepared = q.prepare_accesses(&reqs, &mut deps)?;
         let ptrs = prepared
             .iter()

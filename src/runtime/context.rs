@@ -222,8 +222,8 @@ impl Context {
         }
     }
 
-    /// Lets every queue drop the commands that have finished, and with them
-    /// the buffers only those commands still held.
+    /// Lets every queue drop the finished commands at the front of its list,
+    /// and with them the buffers only those commands still held.
     pub(crate) fn reclaim(&self) {
         let queues: Vec<Arc<Queue>> = self
             .queues

@@ -90,11 +90,13 @@ struct Lanes {
 /// one lane until dropped: some drivers run a command that waits for
 /// another queue's work slower (Intel's CPU runtime ran a kernel behind
 /// copies on other lanes at half speed).
-pub struct GroupLane<'a>(&'a Queue);
+pub struct GroupLane<'a>(Option<&'a Queue>);
 
 impl Drop for GroupLane<'_> {
     fn drop(&mut self) {
-        self.0.lanes.lock().group = None;
+        if let Some(q) = self.0 {
+            q.lanes.lock().group = None;
+        }
     }
 }
 
@@ -333,10 +335,13 @@ impl Queue {
     }
 
     /// Starts a command group: its commands share one lane until the
-    /// returned guard is dropped.
+    /// returned guard is dropped. An in-order queue has one lane anyway.
     pub fn group_lane(&self) -> GroupLane<'_> {
+        if self.in_order {
+            return GroupLane(None);
+        }
         self.lanes.lock().group = Some(None);
-        GroupLane(self)
+        GroupLane(Some(self))
     }
 
     /// Picks the lane for a command with dependencies `deps`.
@@ -519,15 +524,7 @@ impl Queue {
             return;
         }
         inf.since_front = 0;
-        while let Some(front) = inf.entries.front() {
-            match front.event.outcome() {
-                Ok(Some(r)) => {
-                    self.note_outcome(&front.event, r);
-                    inf.entries.pop_front();
-                }
-                _ => break,
-            }
-        }
+        self.drop_finished_front(inf);
         if inf.entries.len() >= inf.scan_at {
             self.drop_finished(inf);
             inf.scan_at = (inf.entries.len() * 2).max(SCAN_MIN);
@@ -557,9 +554,23 @@ impl Queue {
         }
     }
 
-    /// Drops every command that has finished (not only those at the front).
+    /// Drops the finished commands at the front of the list: the oldest,
+    /// which hold most of what finished work keeps alive. Stops at the
+    /// first unfinished one, so the cost stays that of the work finished.
     pub(crate) fn prune_finished(&self) {
-        self.drop_finished(&mut self.inflight.lock());
+        self.drop_finished_front(&mut self.inflight.lock());
+    }
+
+    fn drop_finished_front(&self, inf: &mut Inflight) {
+        while let Some(front) = inf.entries.front() {
+            match front.event.outcome() {
+                Ok(Some(r)) => {
+                    self.note_outcome(&front.event, r);
+                    inf.entries.pop_front();
+                }
+                _ => break,
+            }
+        }
     }
 
     /// Number of commands still tracked (for tests of bounded memory).
