@@ -63,6 +63,7 @@ def plan(dev, gpu, quick):
             ("bench_coherence", [dev]),
             ("bench_dag", [dev, "20000", "100", "2000"]),
             ("bench_apps", [dev, "1"]),
+            ("bench_driver", [dev, "100"]),
         ]
     return [
         ("bench_submit", [dev, "100000", "10000"]),
@@ -72,6 +73,7 @@ def plan(dev, gpu, quick):
         ("bench_coherence", [dev]),
         ("bench_dag", [dev, "1000000", "1000", "10000"]),
         ("bench_apps", [dev, "4" if gpu else "2"]),
+        ("bench_driver", [dev]),
     ]
 
 

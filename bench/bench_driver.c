@@ -1,0 +1,186 @@
+/* What a driver charges for things Syrah's design works around, in raw
+ * OpenCL only (no Syrah), on one device:
+ *   - resident host memory of 1,000 small (16 KiB) allocations: cl_mem
+ *     against coarse-grain SVM (where the device has SVM);
+ *   - a 16 MiB copy from ordinary host memory into a fresh allocation
+ *     against the same copy again (cl_mem and SVM), three fresh rounds;
+ *   - a kernel that waits on another queue's kernel through an event,
+ *     against kernels on one queue and on two queues without waits.
+ *
+ * usage: bench_driver P.D [steps per kernel, default 2000] */
+#include "bench_common.h"
+
+static const char *source =
+    "__kernel void work(__global float *p, int n) {\n"
+    "  int i = (int)get_global_id(0);\n"
+    "  float x = p[i];\n"
+    "  for (int k = 0; k < n; ++k) x = x * 0.999f + 0.5f;\n"
+    "  p[i] = x;\n"
+    "}\n";
+
+enum { SMALL = 1000, SMALL_BYTES = 16384, KERNELS = 40, ITEMS = 1 << 16 };
+
+static int steps = 2000;
+
+static double rss_mib(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  fclose(f);
+  return (double)resident * 4096.0 / (1 << 20);
+}
+
+static void small_allocations(raw_env *e, int svm) {
+  cl_mem m[SMALL];
+  void *s[SMALL];
+  double before = rss_mib(), after;
+  int i, zero = 0;
+  cl_int err;
+  for (i = 0; i < SMALL; ++i) {
+    if (svm) {
+      s[i] = clSVMAlloc(e->ctx, CL_MEM_READ_WRITE, SMALL_BYTES, 0);
+      if (!s[i]) {
+        fprintf(stderr, "clSVMAlloc of %d bytes failed\n", SMALL_BYTES);
+        exit(1);
+      }
+      CL_OK(clEnqueueSVMMemFill(e->q, s[i], &zero, sizeof zero, SMALL_BYTES, 0, NULL, NULL));
+    } else {
+      m[i] = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, SMALL_BYTES, NULL, &err);
+      CL_OK(err);
+      CL_OK(clEnqueueFillBuffer(e->q, m[i], &zero, sizeof zero, 0, SMALL_BYTES, 0, NULL, NULL));
+    }
+  }
+  CL_OK(clFinish(e->q));
+  after = rss_mib();
+  for (i = 0; i < SMALL; ++i) {
+    if (svm)
+      clSVMFree(e->ctx, s[i]);
+    else
+      CL_OK(clReleaseMemObject(m[i]));
+  }
+  printf("| %d %s of %d KiB, used once | %+.1f MiB resident (%.1f KiB each) |\n", SMALL, svm ? "SVM allocations" : "cl_mem",
+         SMALL_BYTES / 1024, after - before, (after - before) * 1024.0 / SMALL);
+}
+
+static void fresh_copies(raw_env *e, int svm) {
+  size_t bytes = (size_t)16 << 20;
+  char *h = (char *)malloc(bytes);
+  int round;
+  cl_int err;
+  if (!h) exit(1);
+  memset(h, 1, bytes);
+  for (round = 0; round < 3; ++round) {
+    double t0, t1, t2;
+    void *s = NULL;
+    cl_mem m = NULL;
+    if (svm) {
+      s = clSVMAlloc(e->ctx, CL_MEM_READ_WRITE, bytes, 0);
+      if (!s) {
+        fprintf(stderr, "clSVMAlloc of %zu bytes failed\n", bytes);
+        exit(1);
+      }
+    } else {
+      m = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+      CL_OK(err);
+    }
+    t0 = now_us();
+    if (svm)
+      CL_OK(clEnqueueSVMMemcpy(e->q, CL_TRUE, s, h, bytes, 0, NULL, NULL));
+    else
+      CL_OK(clEnqueueWriteBuffer(e->q, m, CL_TRUE, 0, bytes, h, 0, NULL, NULL));
+    t1 = now_us();
+    if (svm)
+      CL_OK(clEnqueueSVMMemcpy(e->q, CL_TRUE, s, h, bytes, 0, NULL, NULL));
+    else
+      CL_OK(clEnqueueWriteBuffer(e->q, m, CL_TRUE, 0, bytes, h, 0, NULL, NULL));
+    t2 = now_us();
+    if (svm)
+      clSVMFree(e->ctx, s);
+    else
+      CL_OK(clReleaseMemObject(m));
+    printf("| 16 MiB into a fresh %s, round %d | first copy %.2f ms, second %.2f ms |\n", svm ? "SVM allocation" : "cl_mem",
+           round + 1, (t1 - t0) / 1e3, (t2 - t1) / 1e3);
+  }
+  free(h);
+}
+
+/* KERNELS kernels over one buffer: on one queue, alternating between two
+ * queues with no waits, or alternating with each waiting on the previous. */
+static double kernels(raw_env *e, int mode) {
+  cl_command_queue q2;
+  cl_mem m;
+  cl_int err;
+  cl_event prev = NULL;
+  size_t g = ITEMS;
+  int i, n = steps;
+  double t0;
+  float *init = (float *)calloc(ITEMS, sizeof(float));
+  if (!init) exit(1);
+  q2 = clCreateCommandQueueWithProperties(e->ctx, e->dev, NULL, &err);
+  CL_OK(err);
+  m = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof(float) * ITEMS, init, &err);
+  CL_OK(err);
+  CL_OK(clSetKernelArg(e->k, 0, sizeof m, &m));
+  CL_OK(clSetKernelArg(e->k, 1, sizeof n, &n));
+  /* One untimed launch builds and warms the kernel. */
+  CL_OK(clEnqueueNDRangeKernel(e->q, e->k, 1, NULL, &g, NULL, 0, NULL, NULL));
+  CL_OK(clFinish(e->q));
+  t0 = now_us();
+  for (i = 0; i < KERNELS; ++i) {
+    cl_command_queue q = mode == 0 || i % 2 == 0 ? e->q : q2;
+    cl_event ev;
+    CL_OK(clEnqueueNDRangeKernel(q, e->k, 1, NULL, &g, NULL, mode == 2 && prev ? 1 : 0,
+                                 mode == 2 && prev ? &prev : NULL, &ev));
+    CL_OK(clFlush(q));
+    if (prev) CL_OK(clReleaseEvent(prev));
+    prev = ev;
+  }
+  CL_OK(clFinish(e->q));
+  CL_OK(clFinish(q2));
+  t0 = (now_us() - t0) / KERNELS / 1e3;
+  CL_OK(clReleaseEvent(prev));
+  CL_OK(clReleaseMemObject(m));
+  CL_OK(clReleaseCommandQueue(q2));
+  free(init);
+  return t0;
+}
+
+int main(int argc, char **argv) {
+  unsigned p = 0, d = 0;
+  raw_env e;
+  char name[256];
+  cl_device_svm_capabilities caps = 0;
+  double one, two, waits;
+  if (argc > 2) steps = atoi(argv[2]);
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || steps < 1) {
+    fprintf(stderr, "usage: bench_driver P.D [steps per kernel, at least 1]\n");
+    return 2;
+  }
+  raw_open(p, d, 0, source, "work", &e);
+  CL_OK(clGetDeviceInfo(e.dev, CL_DEVICE_NAME, sizeof name, name, NULL));
+  json_safe(name);
+  clGetDeviceInfo(e.dev, CL_DEVICE_SVM_CAPABILITIES, sizeof caps, &caps, NULL);
+  printf("## Driver costs (raw OpenCL), device %s (%s)\n\n| what | measured |\n|---|---|\n", argv[1], name);
+  small_allocations(&e, 0);
+  if (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER)
+    small_allocations(&e, 1);
+  else
+    printf("| SVM allocations | skipped: the device has no SVM |\n");
+  fresh_copies(&e, 0);
+  if (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER)
+    fresh_copies(&e, 1);
+  else
+    printf("| 16 MiB into a fresh SVM allocation | skipped: the device has no SVM |\n");
+  one = kernels(&e, 0);
+  two = kernels(&e, 1);
+  waits = kernels(&e, 2);
+  printf("| %d kernels on one queue | %.3f ms each |\n| alternating over two queues, no waits | %.3f ms each |\n"
+         "| alternating, each waiting on the previous (other queue) | %.3f ms each (%+.3f ms per wait) |\n",
+         KERNELS, one, two, waits, waits - one);
+  bench_json("{\"bench\":\"driver\",\"device\":\"%s\",\"device_name\":\"%s\",\"kernel_one_queue_ms\":%.4f,"
+             "\"kernel_two_queues_ms\":%.4f,\"kernel_cross_queue_wait_ms\":%.4f}",
+             argv[1], name, one, two, waits);
+  raw_close(&e);
+  return 0;
+}
