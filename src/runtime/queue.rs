@@ -613,8 +613,16 @@ impl Queue {
 
     /// Finishes without reporting (used before freeing memory).
     pub fn finish_quietly(&self) {
-        let _ = self.seal();
+        let sealed = self.seal();
         if let Ok(api) = api() {
+            if sealed.is_err() {
+                // No marker could stand for the commands without events:
+                // wait for their lanes as a whole.
+                for lane in self.lanes.lock().list.iter().filter(|l| l.quiet) {
+                    // SAFETY: a live queue of this Queue.
+                    unsafe { (api.clFinish)(lane.cl) };
+                }
+            }
             let events: Vec<Arc<Event>> = self
                 .inflight
                 .lock()
