@@ -11,6 +11,7 @@ static const char *kSource =
     "__kernel void setv(__global int *p, int v) { p[get_global_id(0)] = v; }\n"
     "__kernel void copyk(__global const int *a, __global int *b) {\n"
     "  b[get_global_id(0)] = a[get_global_id(0)] + 1; }\n"
+    "__kernel void inc(__global int *p) { p[get_global_id(0)] += 1; }\n"
     "__kernel void peek(__global const int *p, int pitch) { (void)p; (void)pitch; }\n"
     "__kernel void rows(__global int *p, int pitch) {\n"
     "  p[get_global_id(0) * pitch + get_global_id(1)] = (int)(get_global_id(0) * 1000 + get_global_id(1)); }\n";
@@ -22,7 +23,7 @@ typedef struct {
   syrah_queue *q;
   syrah_context *ctx;
   syrah_program *prog;
-  syrah_kernel *twice, *setv, *copyk, *rows, *peek;
+  syrah_kernel *twice, *setv, *copyk, *rows, *peek, *inc;
 } env;
 
 static bool env_open_in(env *e, syrah_context *ctx, const syrah_device *d, syrah_queue_flags flags) {
@@ -35,7 +36,8 @@ static bool env_open_in(env *e, syrah_context *ctx, const syrah_device *d, syrah
          syrah_kernel_create(e->prog, "setv", &e->setv) == SYRAH_SUCCESS &&
          syrah_kernel_create(e->prog, "copyk", &e->copyk) == SYRAH_SUCCESS &&
          syrah_kernel_create(e->prog, "rows", &e->rows) == SYRAH_SUCCESS &&
-         syrah_kernel_create(e->prog, "peek", &e->peek) == SYRAH_SUCCESS;
+         syrah_kernel_create(e->prog, "peek", &e->peek) == SYRAH_SUCCESS &&
+         syrah_kernel_create(e->prog, "inc", &e->inc) == SYRAH_SUCCESS;
 }
 
 static bool env_open(env *e, const syrah_device *d, syrah_queue_flags flags) {
@@ -48,6 +50,7 @@ static void env_close(env *e) {
   if (e->copyk) syrah_kernel_release(e->copyk);
   if (e->rows) syrah_kernel_release(e->rows);
   if (e->peek) syrah_kernel_release(e->peek);
+  if (e->inc) syrah_kernel_release(e->inc);
   if (e->prog) syrah_program_release(e->prog);
   if (e->q) syrah_queue_release(e->q);
   if (e->ctx) syrah_context_release(e->ctx);
@@ -735,6 +738,104 @@ static void test_dependencies(const syrah_device *d) {
   env_close(&e);
 }
 
+static syrah_status task_read_first(const syrah_host_task_context *ctx, void *user) {
+  int *p = NULL;
+  syrah_status st = syrah_host_task_get_pointer(ctx, 0, (void **)&p);
+  if (st != SYRAH_SUCCESS) return st;
+  *(int *)user = p[0];
+  return SYRAH_SUCCESS;
+}
+
+static syrah_status task_refuse(const syrah_host_task_context *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  return SYRAH_ERROR_INVALID_ARGUMENT;
+}
+
+/* Kernels with accessors and no event asked for, on an in-order queue (which
+ * may enqueue them without OpenCL events): other queues, host accessors,
+ * host tasks, the write-back at release and failures before them all see
+ * them, across more of them than one marker run. */
+static void test_without_events(const syrah_device *d) {
+  enum { M = 4096 };
+  static int home[M];
+  env e;
+  syrah_queue *q2 = NULL;
+  syrah_buffer *a = NULL, *b = NULL, *c = NULL;
+  syrah_buffer_desc bd = desc1(M, NULL, SYRAH_HOST_NONE), cd = desc1(M, home, SYRAH_HOST_WRITE_BACK);
+  syrah_host_accessor *ha = NULL;
+  syrah_accessor accs[2];
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(M);
+  syrah_host_task task;
+  syrah_event *ev = NULL;
+  int *p = NULL, i, ok, zero = 0, seen = -1;
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER) || syrah_queue_create(e.ctx, d, 0, NULL, NULL, &q2) != SYRAH_SUCCESS) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  REQUIRE_OK(syrah_buffer_create(&bd, &a));
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  for (i = 0; i < 200; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  /* Another queue reads a after them: b = a + 1 there. */
+  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = args[0];
+  args[1].size = 1;
+  EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 201;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_EQ(stats(a).device_to_host_bytes + stats(a).host_to_device_bytes, 0);
+  EXPECT_EQ(stats(b).device_to_host_bytes, M * sizeof(int));
+  /* A host accessor after more of them: one copy home. */
+  for (i = 0; i < 100; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 300;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_EQ(stats(a).device_to_host_bytes, M * sizeof(int));
+  EXPECT_EQ(stats(a).device_to_host_copies, 1);
+  /* A host task on another queue after more of them. */
+  for (i = 0; i < 10; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  memset(&task, 0, sizeof task);
+  task.run = task_read_first;
+  task.user_data = &seen;
+  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
+  EXPECT_OK(syrah_queue_submit_host_tasks(q2, accs, 1, &task, 1, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  syrah_event_release(ev);
+  EXPECT_EQ(seen, 310);
+  EXPECT_EQ(stats(a).device_to_host_bytes, 2 * M * sizeof(int));
+  /* Releasing a write-back buffer right after them writes their result. */
+  memset(home, 0, sizeof home);
+  REQUIRE_OK(syrah_buffer_create(&cd, &c));
+  for (i = 0; i < 100; ++i) EXPECT_OK(run1(&e, e.inc, acc1(c, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  EXPECT_OK(syrah_buffer_release(c));
+  for (i = 0, ok = 1; i < M; ++i) ok &= home[i] == 100;
+  EXPECT_TRUE(ok);
+  /* A failure before them: the queue's wait reports it once. */
+  task.run = task_refuse;
+  accs[0] = acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0);
+  EXPECT_OK(syrah_queue_submit_host_tasks(e.q, accs, 1, &task, 1, NULL, 0, NULL));
+  sleep_ms(50);
+  EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  EXPECT_ERR(syrah_queue_wait(e.q), SYRAH_ERROR_EXECUTION_FAILED, "reported failure");
+  /* The kernel after the task fails with it. */
+  EXPECT_TRUE(strstr(syrah_last_error_message(), "1 more") != NULL);
+  EXPECT_OK(syrah_queue_wait(e.q));
+  EXPECT_OK(syrah_buffer_release(a));
+  EXPECT_OK(syrah_buffer_release(b));
+  syrah_queue_release(q2);
+  env_close(&e);
+}
+
 /* Two devices: pages move between them, within one context directly and
  * between contexts through the host, exactly as the page bits require. */
 static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one_context) {
@@ -832,6 +933,7 @@ int main(void) {
   t_for_each_device(test_dependencies);
   t_for_each_device(test_partial_discard);
   t_for_each_device(test_reuse);
+  t_for_each_device(test_without_events);
   test_two_devices();
   return t_finish("test_buffer");
 }

@@ -12,7 +12,7 @@ use crate::runtime::event::Event;
 use crate::runtime::launch::Arg;
 use crate::runtime::platform::Device;
 use crate::runtime::program::Kernel;
-use crate::runtime::queue::Queue;
+use crate::runtime::queue::{Queue, Submitted};
 use smallvec::SmallVec;
 use std::ffi::{c_char, c_void};
 
@@ -335,11 +335,12 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
                 prepared.iter().map(|p| p.storage.clone()).collect(),
             ))
         };
-        // With no accessors and no event asked for, nothing needs the
-        // command's event: an in-order queue may then go without one.
-        let want_event = !out_event.is_null() || !prepared.is_empty();
-        if let Some(ev) = q.launch(k, &nd, &a, &deps, keep, want_event)? {
-            q.commit_accesses(&prepared, &ev);
+        // With no event asked for, an in-order queue may go without one:
+        // later accesses find the command by its place on the queue.
+        let want_event = !out_event.is_null();
+        let done = q.launch(k, &nd, &a, &deps, keep, want_event)?;
+        q.commit_submitted(&prepared, &done);
+        if let Submitted::Event(ev) = done {
             // SAFETY: forwarded contract.
             unsafe { give_event(ev, out_event) };
         }

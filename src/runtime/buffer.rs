@@ -6,7 +6,7 @@
 use super::context::{CachedAlloc, Context};
 use super::event::Event;
 use super::platform::Device;
-use super::queue::{Held, Queue};
+use super::queue::{Held, LanePos, Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
@@ -143,7 +143,20 @@ impl HostHold {
 #[derive(Clone)]
 enum Token {
     Cmd(Arc<Event>),
+    /// A command enqueued without an event on an in-order lane.
+    Lane(LanePos),
     Host(Arc<HostHold>),
+}
+
+impl Token {
+    /// An event to wait on for this access (None: nothing to wait for).
+    fn event(&self, ctx: &Context) -> Result<Option<Arc<Event>>> {
+        match self {
+            Token::Cmd(e) => Ok(Some(e.clone())),
+            Token::Lane(p) => p.event(),
+            Token::Host(h) => h.gate(ctx).map(Some),
+        }
+    }
 }
 
 /// Bytes moved and copy commands issued, per direction.
@@ -257,8 +270,9 @@ const HOST_CACHE_MIN: usize = 1 << 20;
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        // Kernels using the storage held a reference to it, so they are done;
-        // copies it tracks (an asynchronous update of the host) may not be.
+        // Kernels using the storage held a reference to it (with or without
+        // events of their own), so they are done; copies it tracks (an
+        // asynchronous update of the host) may not be.
         let st = self.state.get_mut();
         for t in st.tracker.tokens() {
             if let Token::Cmd(e) = t {
@@ -804,13 +818,11 @@ fn transfer_queue(st: &mut State, dev_index: usize) -> Result<Arc<Queue>> {
 
 /// Events (in `ctx`) for the given tokens.
 fn token_events(tokens: &[Token], ctx: &Context) -> Result<Vec<Arc<Event>>> {
-    tokens
-        .iter()
-        .map(|t| match t {
-            Token::Cmd(e) => Ok(e.clone()),
-            Token::Host(h) => h.gate(ctx),
-        })
-        .collect()
+    let mut out = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        out.extend(t.event(ctx)?);
+    }
+    Ok(out)
 }
 
 /// Records an access. Covered earlier commands are forgotten when this one
@@ -823,9 +835,10 @@ fn record(st: &mut State, pages: Box3, write: bool, token: Token, lane: u64) {
         token,
         |t| match t {
             Token::Cmd(e) => lane != 0 && e.lane.load(Ordering::Acquire) == lane,
+            Token::Lane(p) => lane != 0 && p.lane == lane,
             Token::Host(_) => false,
         },
-        |t| matches!(t, Token::Cmd(_)),
+        |t| !matches!(t, Token::Host(_)),
     );
 }
 
@@ -839,6 +852,7 @@ fn prune_if(st: &mut State, force: bool) {
     }
     st.tracker.retain(|t| match t {
         Token::Cmd(e) => !e.is_done(),
+        Token::Lane(p) => !p.is_done(),
         Token::Host(h) => !h.released.load(Ordering::Acquire),
     });
     st.prune_at = (st.tracker.len() * 2).max(PRUNE_MIN);
@@ -1313,8 +1327,10 @@ impl Queue {
             st.tracker
                 .for_each_conflict(&pages, r.mode.writes(), |t| match t {
                     Token::Cmd(e) => waits.push(e.clone()),
-                    Token::Host(h) => match h.gate(&self.ctx) {
-                        Ok(e) => waits.push(e),
+                    // This in-order queue runs the command after it anyway.
+                    Token::Lane(p) if p.orders(self) => {}
+                    _ => match t.event(&self.ctx) {
+                        Ok(e) => waits.extend(e),
                         Err(e) => gate_err = Some(e),
                     },
                 });
@@ -1343,10 +1359,19 @@ impl Queue {
 
     /// Records a command that used prepared accessors.
     pub fn commit_accesses(&self, prepared: &[Prepared], ev: &Arc<Event>) {
+        self.commit_submitted(prepared, &Submitted::Event(ev.clone()));
+    }
+
+    /// Records a command that used prepared accessors, with or without its
+    /// event.
+    pub fn commit_submitted(&self, prepared: &[Prepared], done: &Submitted) {
+        let (token, lane) = match done {
+            Submitted::Event(e) => (Token::Cmd(e.clone()), e.lane.load(Ordering::Acquire)),
+            Submitted::Quiet(p) => (Token::Lane(p.clone()), p.lane),
+        };
         for p in prepared {
             let mut st = p.storage.state.lock();
-            let lane = ev.lane.load(Ordering::Acquire);
-            record(&mut st, p.pages, p.write, Token::Cmd(ev.clone()), lane);
+            record(&mut st, p.pages, p.write, token.clone(), lane);
             if p.write {
                 let g = p.storage.geom;
                 for (i, b) in st.bits.iter_mut().enumerate() {
@@ -1459,6 +1484,11 @@ impl Buffer {
         for t in &conflicts {
             match t {
                 Token::Cmd(e) => e.wait()?,
+                Token::Lane(p) => {
+                    if let Some(e) = p.event()? {
+                        e.wait()?
+                    }
+                }
                 Token::Host(h) if !h.released.load(Ordering::Acquire) => {
                     return Err(Error::invalid(format!(
                         "a {} host accessor conflicts with another host accessor of this buffer that is \
@@ -1542,8 +1572,16 @@ impl Drop for Owner {
         let mut st = s.state.lock();
         // Wait for every writer, then bring the pages home.
         for t in st.tracker.tokens() {
-            if let Token::Cmd(e) = t {
-                let _ = e.wait();
+            match t {
+                Token::Cmd(e) => {
+                    let _ = e.wait();
+                }
+                Token::Lane(p) => {
+                    if let Ok(Some(e)) = p.event() {
+                        let _ = e.wait();
+                    }
+                }
+                Token::Host(_) => {}
             }
         }
         let g = s.geom;

@@ -289,6 +289,14 @@ impl Event {
         }
     }
 
+    /// Adds commands whose failure this one inherits (see `deps`).
+    pub fn add_deps(&self, more: impl IntoIterator<Item = Arc<Event>>) {
+        let mut more = more.into_iter().peekable();
+        if more.peek().is_some() {
+            self.deps.lock().extend(more);
+        }
+    }
+
     /// Notes the bytes the command moves (for traces).
     pub fn with_bytes(self: Arc<Self>, n: usize) -> Arc<Self> {
         self.bytes.store(n as u64, Ordering::Relaxed);

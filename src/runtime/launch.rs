@@ -2,7 +2,7 @@
 
 use super::event::Event;
 use super::program::{Kernel, KernelDeviceInfo};
-use super::queue::{ptr_or_null, Queue};
+use super::queue::{ptr_or_null, Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::{check_local_memory, NdRange};
@@ -74,7 +74,7 @@ impl Queue {
         deps: &[Arc<Event>],
         keep: super::queue::Keep,
         want_event: bool,
-    ) -> Result<Option<Arc<Event>>> {
+    ) -> Result<Submitted> {
         let api = api()?;
         let kinfo = self.precheck(kernel, range, args.len())?;
         let mut dynamic = Vec::new();
@@ -135,7 +135,7 @@ impl Queue {
         )?;
         let what = kernel.what.clone();
         if range.is_empty() {
-            return self.marker(deps, &what).map(Some);
+            return self.marker(deps, &what).map(Submitted::Event);
         }
         let intel = self
             .ctx

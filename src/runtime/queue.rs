@@ -33,6 +33,50 @@ pub enum Held {
     Any(Box<dyn Any + Send>),
     /// The storages of the buffers it accesses (inline while few).
     Storages(SmallVec<[Arc<super::buffer::Storage>; 2]>),
+    /// What several commands keep (those a marker stands for).
+    List(Vec<Held>),
+}
+
+/// Where a command enqueued without an event stands: its in-order lane and
+/// its place there. An event standing for it (and everything before it on
+/// the lane) is made only when something off the lane must wait for it.
+#[derive(Clone)]
+pub struct LanePos {
+    pub queue: std::sync::Weak<Queue>,
+    pub lane: u64,
+    pub seq: u64,
+}
+
+impl LanePos {
+    /// An event that completes once the command has: the lane's tail when
+    /// it covers the command, else a marker enqueued now. None when the
+    /// queue is gone (its release finished everything).
+    pub fn event(&self) -> Result<Option<Arc<Event>>> {
+        match self.queue.upgrade() {
+            Some(q) => q.event_at(self.lane, self.seq),
+            None => Ok(None),
+        }
+    }
+
+    /// True once the command is known to have finished (false while it is
+    /// not known, asking the driver at most about the lane's tail).
+    pub fn is_done(&self) -> bool {
+        self.queue
+            .upgrade()
+            .is_none_or(|q| q.lane_done(self.lane, self.seq))
+    }
+
+    /// True when commands of `q` are ordered after this one by `q` itself:
+    /// `q` is this in-order queue.
+    pub fn orders(&self, q: &Queue) -> bool {
+        q.in_order && std::ptr::eq(self.queue.as_ptr(), q)
+    }
+}
+
+/// What submitting a command left: its event, or its place on a lane.
+pub enum Submitted {
+    Event(Arc<Event>),
+    Quiet(LanePos),
 }
 
 /// Optional [`Held`].
@@ -74,7 +118,52 @@ struct Lane {
     /// Commands were enqueued after the tail without events (see
     /// `submit_quiet`); a marker stands for them when one is needed.
     quiet: bool,
+    /// Commands enqueued on the lane so far; the tail is command `tail_seq`.
+    seq: u64,
+    tail_seq: u64,
+    /// For the commands without events since the tail: how many, what
+    /// they keep alive and the unfinished commands they waited for (whose
+    /// failure becomes theirs); the next tracked command takes these over.
+    quiet_n: usize,
+    quiet_keep: Vec<Held>,
+    quiet_deps: SmallVec<[Arc<Event>; 4]>,
 }
+
+impl Lane {
+    fn new(cl: cl_command_queue) -> Lane {
+        Lane {
+            id: next_lane_id(),
+            cl,
+            tail: None,
+            gated: false,
+            quiet: false,
+            seq: 0,
+            tail_seq: 0,
+            quiet_n: 0,
+            quiet_keep: Vec::new(),
+            quiet_deps: SmallVec::new(),
+        }
+    }
+
+    /// Makes `ev`, just enqueued, the tail; hands back what the commands
+    /// without events before it kept and waited for.
+    fn set_tail(&mut self, ev: &Arc<Event>, gated: bool) -> (Keep, SmallVec<[Arc<Event>; 4]>) {
+        ev.lane.store(self.id, std::sync::atomic::Ordering::Release);
+        self.seq += 1;
+        self.tail_seq = self.seq;
+        self.tail = Some(ev.clone());
+        self.gated = gated;
+        self.quiet = false;
+        self.quiet_n = 0;
+        let kept = std::mem::take(&mut self.quiet_keep);
+        let keep = (!kept.is_empty()).then_some(Held::List(kept));
+        (keep, std::mem::take(&mut self.quiet_deps))
+    }
+}
+
+/// Commands without events after which a lane gets a marker anyway, so
+/// that what they keep alive is let go soon after they finish.
+const QUIET_RUN: usize = 64;
 
 struct Lanes {
     list: Vec<Lane>,
@@ -168,13 +257,7 @@ impl Queue {
             ctx: ctx.clone(),
             device,
             lanes: Mutex::new(Lanes {
-                list: vec![Lane {
-                    id: next_lane_id(),
-                    cl: first,
-                    tail: None,
-                    gated: false,
-                    quiet: false,
-                }],
+                list: vec![Lane::new(first)],
                 next: 0,
                 barrier: None,
                 group: None,
@@ -238,15 +321,19 @@ impl Queue {
     fn seal(&self) -> Result<()> {
         let api = api()?;
         let mut made = Vec::new();
-        {
+        let sealed = {
             let mut lanes = self.lanes.lock();
+            let mut sealed = Ok(());
             for lane in lanes.list.iter_mut().filter(|l| l.quiet) {
                 let mut cl: cl_event = std::ptr::null_mut();
                 // SAFETY: a live queue; no wait list; `cl` receives the event.
                 let rc = unsafe {
                     (api.clEnqueueMarkerWithWaitList)(lane.cl, 0, std::ptr::null(), &mut cl)
                 };
-                check(rc, "clEnqueueMarkerWithWaitList")?;
+                if let Err(e) = check(rc, "clEnqueueMarkerWithWaitList") {
+                    sealed = Err(e);
+                    break;
+                }
                 let ev = Event::new(
                     cl,
                     self.ctx.id,
@@ -255,25 +342,59 @@ impl Queue {
                     SmallVec::new(),
                     self.me.clone(),
                 );
-                ev.lane.store(lane.id, std::sync::atomic::Ordering::Release);
-                lane.tail = Some(ev.clone());
-                lane.gated = false;
-                lane.quiet = false;
-                made.push(ev);
+                let (keep, deps) = lane.set_tail(&ev, false);
+                ev.add_deps(deps);
+                made.push((ev, keep));
             }
+            sealed
+        };
+        for (ev, keep) in made {
+            self.track(ev, keep);
         }
-        for ev in made {
-            self.track(ev, None);
-        }
-        Ok(())
+        sealed
     }
 
-    /// Enqueues a command nobody will ask about (no event wanted, nothing
-    /// to keep alive) on an in-order queue without asking OpenCL for an
-    /// event: drivers charge microseconds per event and per status query.
-    /// Falls back to `submit` (returning its event) when the command must
-    /// be tracked: tracing, a dependency that may block or belongs to
-    /// another context, or an out-of-order queue.
+    /// An event that completes once command `seq` of lane `lane` has (see
+    /// [`LanePos::event`]).
+    pub(crate) fn event_at(&self, lane: u64, seq: u64) -> Result<Option<Arc<Event>>> {
+        let tail = |lanes: &Lanes| {
+            lanes
+                .list
+                .iter()
+                .find(|l| l.id == lane)
+                .map(|l| (l.tail_seq >= seq, l.tail.clone()))
+        };
+        match tail(&self.lanes.lock()) {
+            None => return Ok(None),
+            Some((true, t)) => return Ok(t),
+            Some((false, _)) => {}
+        }
+        self.seal()?;
+        Ok(tail(&self.lanes.lock()).and_then(|(_, t)| t))
+    }
+
+    /// Whether command `seq` of lane `lane` is known to have finished.
+    pub(crate) fn lane_done(&self, lane: u64, seq: u64) -> bool {
+        let tail = {
+            let lanes = self.lanes.lock();
+            match lanes.list.iter().find(|l| l.id == lane) {
+                None => return true,
+                Some(l) if l.tail_seq >= seq => l.tail.clone(),
+                Some(_) => return false,
+            }
+        };
+        tail.is_none_or(|t| t.is_done())
+    }
+
+    /// Enqueues a command nobody asked an event for on an in-order queue
+    /// without asking OpenCL for one: drivers charge microseconds per event
+    /// and per status query. The lane keeps `keep` until a marker or a
+    /// later tracked command stands for the command, which happens when
+    /// something off the lane must wait for it (see [`LanePos::event`]),
+    /// at a queue wait, or every [`QUIET_RUN`] such commands. Falls back to
+    /// `submit` (returning its event) when the command must be tracked:
+    /// tracing, a dependency that may block or belongs to another context,
+    /// or an out-of-order queue.
     pub(crate) fn submit_quiet(
         &self,
         deps: &[Arc<Event>],
@@ -281,8 +402,8 @@ impl Queue {
         keep: Keep,
         want_event: bool,
         enqueue: impl FnOnce(cl_command_queue, &[cl_event], *mut cl_event) -> Result<()>,
-    ) -> Result<Option<Arc<Event>>> {
-        let eligible = !want_event && keep.is_none() && self.in_order && !self.timed;
+    ) -> Result<Submitted> {
+        let eligible = !want_event && self.in_order && !self.timed;
         if eligible && super::trace::tracer().is_none() {
             let api = api()?;
             let mut lanes = self.lanes.lock();
@@ -297,16 +418,43 @@ impl Queue {
                     .filter(|d| d.lane.load(std::sync::atomic::Ordering::Acquire) != lane_id)
                     .map(|d| d.cl)
                     .collect();
+                let failing: SmallVec<[Arc<Event>; 4]> = deps
+                    .iter()
+                    .chain(lanes.barrier.iter())
+                    .filter(|d| d.passes_failure_on())
+                    .cloned()
+                    .collect();
                 let lane = &mut lanes.list[0];
                 enqueue(lane.cl, &wl, std::ptr::null_mut())?;
                 lane.quiet = true;
+                lane.seq += 1;
+                lane.quiet_n += 1;
+                lane.quiet_keep.extend(keep);
+                for d in failing {
+                    if !lane.quiet_deps.iter().any(|q| Arc::ptr_eq(q, &d)) {
+                        lane.quiet_deps.push(d);
+                    }
+                }
                 // SAFETY: flushing a live queue so the command starts.
                 unsafe { (api.clFlush)(lane.cl) };
-                return Ok(None);
+                let pos = LanePos {
+                    queue: self.me.clone(),
+                    lane: lane.id,
+                    seq: lane.seq,
+                };
+                let full = lane.quiet_n >= QUIET_RUN;
+                drop(lanes);
+                if full {
+                    // The command is enqueued whatever happens here: a
+                    // marker that cannot be made now is made (or its error
+                    // reported) when one is needed.
+                    let _ = self.seal();
+                }
+                return Ok(Submitted::Quiet(pos));
             }
         }
         self.submit(deps, what, keep, |q, wl, ev| enqueue(q, wl, ev))
-            .map(Some)
+            .map(Submitted::Event)
     }
 
     /// True when a command submitted now would run right behind `ev` on
@@ -383,13 +531,7 @@ impl Queue {
             || !(0..n).any(|i| usable(&lanes.list[i])) && n < most
         {
             let cl = open_lane(&self.ctx, self.device, self.props)?;
-            lanes.list.push(Lane {
-                id: next_lane_id(),
-                cl,
-                tail: None,
-                gated: false,
-                quiet: false,
-            });
+            lanes.list.push(Lane::new(cl));
             return Ok(n);
         }
         for k in 0..n {
@@ -478,15 +620,21 @@ impl Queue {
         }
         ev.set_gated(blocking);
         let lane = &mut lanes.list[i];
-        ev.lane.store(lane.id, std::sync::atomic::Ordering::Release);
-        lane.tail = Some(ev.clone());
-        lane.gated = blocking;
-        // On an in-order lane the new command follows the quiet ones.
-        lane.quiet = false;
+        // On an in-order lane the new command follows the quiet ones and
+        // stands for them from now on.
+        let (quiet_keep, quiet_deps) = lane.set_tail(&ev, blocking);
+        ev.add_deps(quiet_deps);
         // SAFETY: flushing a live queue so the command starts even if
         // nobody waits on it.
         unsafe { (api.clFlush)(lane.cl) };
         drop(lanes);
+        let keep = match (keep, quiet_keep) {
+            (Some(k), Some(Held::List(mut l))) => {
+                l.push(k);
+                Some(Held::List(l))
+            }
+            (k, q) => k.or(q),
+        };
         self.track(ev.clone(), keep);
         Ok(ev)
     }
@@ -558,6 +706,18 @@ impl Queue {
     /// which hold most of what finished work keeps alive. Stops at the
     /// first unfinished one, so the cost stays that of the work finished.
     pub(crate) fn prune_finished(&self) {
+        // What commands without events keep goes to a marker's entry, to
+        // be let go with it once they finish; a marker that cannot be made
+        // now is made when one is needed.
+        if self
+            .lanes
+            .lock()
+            .list
+            .iter()
+            .any(|l| !l.quiet_keep.is_empty())
+        {
+            let _ = self.seal();
+        }
         self.drop_finished_front(&mut self.inflight.lock());
     }
 
@@ -618,10 +778,13 @@ impl Queue {
             if sealed.is_err() {
                 // No marker could stand for the commands without events:
                 // wait for their lanes as a whole.
-                for lane in self.lanes.lock().list.iter().filter(|l| l.quiet) {
+                let mut kept = Vec::new();
+                for lane in self.lanes.lock().list.iter_mut().filter(|l| l.quiet) {
                     // SAFETY: a live queue of this Queue.
                     unsafe { (api.clFinish)(lane.cl) };
+                    kept.append(&mut lane.quiet_keep);
                 }
+                drop(kept);
             }
             let events: Vec<Arc<Event>> = self
                 .inflight
