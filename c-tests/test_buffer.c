@@ -820,6 +820,36 @@ static void test_without_events(const syrah_device *d) {
   EXPECT_OK(syrah_buffer_release(c));
   for (i = 0, ok = 1; i < M; ++i) ok &= home[i] == 100;
   EXPECT_TRUE(ok);
+  /* A command gated by a held host accessor, after some of them, does not
+   * hold back another queue's command that waits only for them. */
+  {
+    syrah_buffer *f = NULL;
+    syrah_event *cev = NULL;
+    syrah_event_status st = SYRAH_EVENT_QUEUED;
+    REQUIRE_OK(syrah_buffer_create(&bd, &f));
+    for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    accs[0] = acc1(b, SYRAH_ACCESS_READ, 0, 0);
+    accs[1] = acc1(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+    EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, &cev));
+    for (i = 0; i < 500 && cev && st != SYRAH_EVENT_COMPLETE; ++i) {
+      EXPECT_OK(syrah_event_get_status(cev, &st));
+      if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
+    }
+    EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    syrah_event_release(cev);
+    EXPECT_OK(syrah_buffer_host_access(f, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 207;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 311;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_OK(syrah_buffer_release(f));
+  }
   /* A failure before them: the queue's wait reports it once. */
   task.run = task_refuse;
   accs[0] = acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0);

@@ -321,7 +321,8 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
         // Transfers for the accessors and the kernel share one lane.
         let _group = (!reqs.is_empty()).then(|| q.group_lane());
-        let prepared = q.prepare_accesses(&reqs, &mut deps)?;
+        let mut on_lanes = crate::runtime::queue::LanePositions::new();
+        let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
         let ptrs = prepared
             .iter()
             .map(|p| Ok((p.ptr, p.arg_mem()?)))
@@ -338,7 +339,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         // With no event asked for, an in-order queue may go without one:
         // later accesses find the command by its place on the queue.
         let want_event = !out_event.is_null();
-        let done = q.launch(k, &nd, &a, &deps, keep, want_event)?;
+        let done = q.launch(k, &nd, &a, &deps, &on_lanes, keep, want_event)?;
         q.commit_submitted(&prepared, &done);
         if let Submitted::Event(ev) = done {
             // SAFETY: forwarded contract.

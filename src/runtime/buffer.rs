@@ -6,7 +6,7 @@
 use super::context::{CachedAlloc, Context};
 use super::event::Event;
 use super::platform::Device;
-use super::queue::{Held, LanePos, Queue, Submitted};
+use super::queue::{Held, LanePos, LanePositions, Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
@@ -1311,6 +1311,18 @@ impl Queue {
         reqs: &[AccessReq<'_>],
         waits: &mut Deps,
     ) -> Result<SmallVec<[Prepared; 4]>> {
+        self.prepare_accesses_at(reqs, waits, None)
+    }
+
+    /// [`Queue::prepare_accesses`]; with `on_lanes`, conflicting commands
+    /// of this queue that went without events are put there (for the
+    /// command to follow them on their lane) instead of getting an event.
+    pub fn prepare_accesses_at(
+        &self,
+        reqs: &[AccessReq<'_>],
+        waits: &mut Deps,
+        mut on_lanes: Option<&mut LanePositions>,
+    ) -> Result<SmallVec<[Prepared; 4]>> {
         // Storages are locked one at a time in id order; each accessor's
         // work is done under its storage's lock.
         let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
@@ -1329,6 +1341,11 @@ impl Queue {
                     Token::Cmd(e) => waits.push(e.clone()),
                     // This in-order queue runs the command after it anyway.
                     Token::Lane(p) if p.orders(self) => {}
+                    Token::Lane(p) if p.is_of(self) && on_lanes.is_some() => {
+                        if let Some(l) = on_lanes.as_deref_mut() {
+                            l.push(p.clone());
+                        }
+                    }
                     _ => match t.event(&self.ctx) {
                         Ok(e) => waits.extend(e),
                         Err(e) => gate_err = Some(e),

@@ -2,12 +2,13 @@
 
 use super::event::Event;
 use super::program::{Kernel, KernelDeviceInfo};
-use super::queue::{ptr_or_null, Queue, Submitted};
+use super::queue::{ptr_or_null, LanePos, Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::{check_local_memory, NdRange};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, cl_error_name};
+use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -65,13 +66,17 @@ impl Queue {
         Ok(kinfo)
     }
 
-    /// Launches `kernel` over `range` with `args` after `deps`.
+    /// Launches `kernel` over `range` with `args` after `deps` and after
+    /// the commands of this queue at `on_lanes` (see
+    /// [`Queue::prepare_accesses_at`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &self,
         kernel: &Kernel,
         range: &NdRange,
         args: &[Arg<'_>],
         deps: &[Arc<Event>],
+        on_lanes: &[LanePos],
         keep: super::queue::Keep,
         want_event: bool,
     ) -> Result<Submitted> {
@@ -135,7 +140,11 @@ impl Queue {
         )?;
         let what = kernel.what.clone();
         if range.is_empty() {
-            return self.marker(deps, &what).map(Submitted::Event);
+            let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
+            for p in on_lanes {
+                all.extend(p.event()?);
+            }
+            return self.marker(&all, &what).map(Submitted::Event);
         }
         let intel = self
             .ctx
@@ -210,7 +219,7 @@ impl Queue {
             }
         }
         let local = range.local;
-        self.submit_quiet(deps, what, keep, want_event, |q, wl, ev| {
+        self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
             // SAFETY: arguments are set under the kernel's lock, still held;
             // the size arrays have `dims` entries; the wait list holds events
             // of this context.

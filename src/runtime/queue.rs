@@ -69,9 +69,17 @@ impl LanePos {
     /// True when commands of `q` are ordered after this one by `q` itself:
     /// `q` is this in-order queue.
     pub fn orders(&self, q: &Queue) -> bool {
-        q.in_order && std::ptr::eq(self.queue.as_ptr(), q)
+        q.in_order && self.is_of(q)
+    }
+
+    /// True when the command was submitted to `q`.
+    pub fn is_of(&self, q: &Queue) -> bool {
+        std::ptr::eq(self.queue.as_ptr(), q)
     }
 }
+
+/// Places on lanes of one queue that a command must follow.
+pub type LanePositions = SmallVec<[LanePos; 2]>;
 
 /// What submitting a command left: its event, or its place on a lane.
 pub enum Submitted {
@@ -127,7 +135,16 @@ struct Lane {
     quiet_n: usize,
     quiet_keep: Vec<Held>,
     quiet_deps: SmallVec<[Arc<Event>; 4]>,
+    /// The last few tracked commands of the lane that wait for nothing
+    /// indefinite, with their places, oldest first: each stands for the
+    /// commands before it. A lane is sealed before a gated command joins
+    /// it, so the first of these at or after a command's place never waits
+    /// for a gate the command itself does not wait for.
+    points: VecDeque<(u64, Arc<Event>)>,
 }
+
+/// Points a lane remembers.
+const POINTS: usize = 16;
 
 impl Lane {
     fn new(cl: cl_command_queue) -> Lane {
@@ -142,7 +159,17 @@ impl Lane {
             quiet_n: 0,
             quiet_keep: Vec::new(),
             quiet_deps: SmallVec::new(),
+            points: VecDeque::new(),
         }
+    }
+
+    /// The first tracked command at or after place `seq` that waits for
+    /// nothing indefinite (see `points`); None when there is none yet.
+    fn covering(&self, seq: u64) -> Option<Arc<Event>> {
+        self.points
+            .iter()
+            .find(|(at, _)| *at >= seq)
+            .map(|(_, ev)| ev.clone())
     }
 
     /// Makes `ev`, just enqueued, the tail; hands back what the commands
@@ -153,6 +180,12 @@ impl Lane {
         self.tail_seq = self.seq;
         self.tail = Some(ev.clone());
         self.gated = gated;
+        if !gated {
+            if self.points.len() == POINTS {
+                self.points.pop_front();
+            }
+            self.points.push_back((self.seq, ev.clone()));
+        }
         self.quiet = false;
         self.quiet_n = 0;
         let kept = std::mem::take(&mut self.quiet_keep);
@@ -319,32 +352,18 @@ impl Queue {
     /// tail, standing for them (an in-order lane's marker completes after
     /// everything before it).
     fn seal(&self) -> Result<()> {
-        let api = api()?;
         let mut made = Vec::new();
         let sealed = {
             let mut lanes = self.lanes.lock();
             let mut sealed = Ok(());
             for lane in lanes.list.iter_mut().filter(|l| l.quiet) {
-                let mut cl: cl_event = std::ptr::null_mut();
-                // SAFETY: a live queue; no wait list; `cl` receives the event.
-                let rc = unsafe {
-                    (api.clEnqueueMarkerWithWaitList)(lane.cl, 0, std::ptr::null(), &mut cl)
-                };
-                if let Err(e) = check(rc, "clEnqueueMarkerWithWaitList") {
-                    sealed = Err(e);
-                    break;
+                match self.seal_lane(lane) {
+                    Ok(m) => made.push(m),
+                    Err(e) => {
+                        sealed = Err(e);
+                        break;
+                    }
                 }
-                let ev = Event::new(
-                    cl,
-                    self.ctx.id,
-                    "kernels launched without an event on an in-order queue".into(),
-                    self.profiling,
-                    SmallVec::new(),
-                    self.me.clone(),
-                );
-                let (keep, deps) = lane.set_tail(&ev, false);
-                ev.add_deps(deps);
-                made.push((ev, keep));
             }
             sealed
         };
@@ -354,36 +373,62 @@ impl Queue {
         sealed
     }
 
+    /// Enqueues a marker standing for the commands without events of
+    /// `lane`; returns it, to be tracked, with what they keep.
+    fn seal_lane(&self, lane: &mut Lane) -> Result<(Arc<Event>, Keep)> {
+        let api = api()?;
+        let mut cl: cl_event = std::ptr::null_mut();
+        // SAFETY: a live queue; no wait list; `cl` receives the event.
+        let rc =
+            unsafe { (api.clEnqueueMarkerWithWaitList)(lane.cl, 0, std::ptr::null(), &mut cl) };
+        check(rc, "clEnqueueMarkerWithWaitList")?;
+        let ev = Event::new(
+            cl,
+            self.ctx.id,
+            "kernels launched without an event".into(),
+            self.profiling,
+            SmallVec::new(),
+            self.me.clone(),
+        );
+        let (keep, deps) = lane.set_tail(&ev, false);
+        ev.add_deps(deps);
+        Ok((ev, keep))
+    }
+
     /// An event that completes once command `seq` of lane `lane` has (see
     /// [`LanePos::event`]).
     pub(crate) fn event_at(&self, lane: u64, seq: u64) -> Result<Option<Arc<Event>>> {
-        let tail = |lanes: &Lanes| {
+        let find = |lanes: &Lanes| match lanes.list.iter().find(|l| l.id == lane) {
+            None => Some(None),
+            Some(l) => l.covering(seq).map(Some),
+        };
+        if let Some(ev) = find(&self.lanes.lock()) {
+            return Ok(ev);
+        }
+        self.seal()?;
+        let lanes = self.lanes.lock();
+        Ok(find(&lanes).flatten().or_else(|| {
             lanes
                 .list
                 .iter()
                 .find(|l| l.id == lane)
-                .map(|l| (l.tail_seq >= seq, l.tail.clone()))
-        };
-        match tail(&self.lanes.lock()) {
-            None => return Ok(None),
-            Some((true, t)) => return Ok(t),
-            Some((false, _)) => {}
-        }
-        self.seal()?;
-        Ok(tail(&self.lanes.lock()).and_then(|(_, t)| t))
+                .and_then(|l| l.tail.clone())
+        }))
     }
 
     /// Whether command `seq` of lane `lane` is known to have finished.
     pub(crate) fn lane_done(&self, lane: u64, seq: u64) -> bool {
-        let tail = {
+        let ev = {
             let lanes = self.lanes.lock();
             match lanes.list.iter().find(|l| l.id == lane) {
                 None => return true,
-                Some(l) if l.tail_seq >= seq => l.tail.clone(),
-                Some(_) => return false,
+                Some(l) => match l.covering(seq) {
+                    Some(ev) => ev,
+                    None => return false,
+                },
             }
         };
-        tail.is_none_or(|t| t.is_done())
+        ev.is_done()
     }
 
     /// Enqueues a command nobody asked an event for on an in-order queue
@@ -398,39 +443,64 @@ impl Queue {
     pub(crate) fn submit_quiet(
         &self,
         deps: &[Arc<Event>],
+        on_lanes: &[LanePos],
         what: impl Into<Arc<str>>,
         keep: Keep,
         want_event: bool,
         enqueue: impl FnOnce(cl_command_queue, &[cl_event], *mut cl_event) -> Result<()>,
     ) -> Result<Submitted> {
-        let eligible = !want_event && self.in_order && !self.timed;
-        if eligible && super::trace::tracer().is_none() {
+        // An in-order queue's one lane orders the command after commands of
+        // `on_lanes` anyway. On an out-of-order queue it follows those of
+        // the first lane named there; the others get events to wait on.
+        let mut others: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
+        let mut follow = None;
+        if !self.in_order {
+            for p in on_lanes {
+                match follow {
+                    None => follow = Some(p.lane),
+                    Some(l) if l == p.lane => {}
+                    Some(_) => others.extend(self.event_at(p.lane, p.seq)?),
+                }
+            }
+        }
+        if !want_event && !self.timed && super::trace::tracer().is_none() {
             let api = api()?;
             let mut lanes = self.lanes.lock();
             if lanes.barrier.as_ref().is_some_and(|b| b.is_done()) {
                 lanes.barrier = None;
             }
-            let all = deps.iter().chain(lanes.barrier.iter());
-            let simple = all.clone().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
-            if simple {
-                let lane_id = lanes.list[0].id;
+            let all: SmallVec<[Arc<Event>; 8]> = deps
+                .iter()
+                .chain(&others)
+                .chain(lanes.barrier.iter())
+                .cloned()
+                .collect();
+            let simple = all.iter().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
+            let at = |lanes: &Lanes, id: u64| lanes.list.iter().position(|l| l.id == id);
+            let chosen = match (simple, self.in_order, lanes.group, follow) {
+                (false, ..) => None,
+                (true, true, ..) => Some(0),
+                (true, false, Some(Some(g)), None) => Some(g),
+                (true, false, Some(Some(g)), Some(f)) => (lanes.list[g].id == f).then_some(g),
+                (true, false, _, Some(f)) => at(&lanes, f),
+                (true, false, _, None) => Some(self.pick_lane(&mut lanes, &all, false)?),
+            };
+            if let Some(i) = chosen {
+                if let Some(g) = lanes.group.as_mut() {
+                    g.get_or_insert(i);
+                }
+                let lane = &mut lanes.list[i];
                 let wl: SmallVec<[cl_event; 8]> = all
-                    .filter(|d| d.lane.load(std::sync::atomic::Ordering::Acquire) != lane_id)
+                    .iter()
+                    .filter(|d| d.lane.load(std::sync::atomic::Ordering::Acquire) != lane.id)
                     .map(|d| d.cl)
                     .collect();
-                let failing: SmallVec<[Arc<Event>; 4]> = deps
-                    .iter()
-                    .chain(lanes.barrier.iter())
-                    .filter(|d| d.passes_failure_on())
-                    .cloned()
-                    .collect();
-                let lane = &mut lanes.list[0];
                 enqueue(lane.cl, &wl, std::ptr::null_mut())?;
                 lane.quiet = true;
                 lane.seq += 1;
                 lane.quiet_n += 1;
                 lane.quiet_keep.extend(keep);
-                for d in failing {
+                for d in all.into_iter().filter(|d| d.passes_failure_on()) {
                     if !lane.quiet_deps.iter().any(|q| Arc::ptr_eq(q, &d)) {
                         lane.quiet_deps.push(d);
                     }
@@ -453,7 +523,13 @@ impl Queue {
                 return Ok(Submitted::Quiet(pos));
             }
         }
-        self.submit(deps, what, keep, |q, wl, ev| enqueue(q, wl, ev))
+        // Tracked: what the command follows on a lane gets an event too.
+        let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
+        all.extend(others);
+        if let Some(p) = on_lanes.iter().rev().find(|p| Some(p.lane) == follow) {
+            all.extend(self.event_at(p.lane, p.seq)?);
+        }
+        self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, ev))
             .map(Submitted::Event)
     }
 
@@ -518,8 +594,13 @@ impl Queue {
             return Ok(i);
         }
         let n = lanes.list.len();
-        // An idle lane first, then the next usable one in turn.
-        if let Some(i) = (0..n).find(|&i| lanes.list[i].tail.as_ref().is_none_or(|t| t.is_done())) {
+        // An idle lane first, then the next usable one in turn. A lane
+        // with commands after its tail that went without events counts as
+        // busy.
+        if let Some(i) = (0..n).find(|&i| {
+            let l = &lanes.list[i];
+            !l.quiet && l.tail.as_ref().is_none_or(|t| t.is_done())
+        }) {
             if n >= self.width || i > 0 || blocking {
                 lanes.next = i + 1;
                 return Ok(i);
@@ -581,6 +662,13 @@ impl Queue {
         if let Some(g) = lanes.group.as_mut() {
             g.get_or_insert(i);
         }
+        // Commands without events before a gated one get a marker of their
+        // own first: what waits for them must not wait for the gate.
+        let sealed_first = if blocking && lanes.list[i].quiet {
+            Some(self.seal_lane(&mut lanes.list[i])?)
+        } else {
+            None
+        };
         let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
         let lane_id = lanes.list[i].id;
         for d in &all {
@@ -595,7 +683,13 @@ impl Queue {
         let tracer = super::trace::tracer();
         let submitted = tracer.map_or(0, |t| t.now_ns());
         let mut cl: cl_event = std::ptr::null_mut();
-        enqueue(lanes.list[i].cl, &wl, &mut cl)?;
+        if let Err(e) = enqueue(lanes.list[i].cl, &wl, &mut cl) {
+            drop(lanes);
+            if let Some((marker, kept)) = sealed_first {
+                self.track(marker, kept);
+            }
+            return Err(e);
+        }
         let graph_deps: SmallVec<[u64; 8]> = match tracer {
             Some(t) if t.graphing() => all.iter().map(|d| d.id).collect(),
             _ => SmallVec::new(),
@@ -628,6 +722,9 @@ impl Queue {
         // nobody waits on it.
         unsafe { (api.clFlush)(lane.cl) };
         drop(lanes);
+        if let Some((marker, kept)) = sealed_first {
+            self.track(marker, kept);
+        }
         let keep = match (keep, quiet_keep) {
             (Some(k), Some(Held::List(mut l))) => {
                 l.push(k);
