@@ -336,9 +336,9 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
                 prepared.iter().map(|p| p.storage.clone()).collect(),
             ))
         };
-        // With no event asked for, an in-order queue may go without one:
-        // later accesses find the command by its place on the queue.
-        let want_event = !out_event.is_null();
+        // With no event asked for, the command may go without one: later
+        // accesses find it by its place on its lane.
+        let want_event = !out_event.is_null() || prepared.iter().any(|p| p.eventful);
         let done = q.launch(k, &nd, &a, &deps, &on_lanes, keep, want_event)?;
         q.commit_submitted(&prepared, &done);
         if let Submitted::Event(ev) = done {

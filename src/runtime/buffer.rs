@@ -150,10 +150,16 @@ enum Token {
 
 impl Token {
     /// An event to wait on for this access (None: nothing to wait for).
-    fn event(&self, ctx: &Context) -> Result<Option<Arc<Event>>> {
+    /// Sets `loose` when the event also waits for later commands (see
+    /// `State::eventful`).
+    fn event(&self, ctx: &Context, loose: &mut bool) -> Result<Option<Arc<Event>>> {
         match self {
             Token::Cmd(e) => Ok(Some(e.clone())),
-            Token::Lane(p) => p.event(),
+            Token::Lane(p) => {
+                let (e, exact) = p.event_exact()?;
+                *loose |= !exact;
+                Ok(e)
+            }
             Token::Host(h) => h.gate(ctx).map(Some),
         }
     }
@@ -180,6 +186,11 @@ struct State {
     prune_at: usize,
     /// Some page has been current somewhere: without that, nothing moves.
     has_data: bool,
+    /// Commands using the buffer keep their events: another queue, device
+    /// or the host once waited for one that went without, and the marker
+    /// standing for it also waited for the commands after it (which, for a
+    /// buffer whose pages move between devices, serialises the devices).
+    eventful: bool,
     stats: Stats,
 }
 
@@ -397,6 +408,7 @@ impl Buffer {
                 tracker: Tracker::new(),
                 prune_at: PRUNE_MIN,
                 has_data: false,
+                eventful: false,
                 stats: Stats::default(),
             }),
         });
@@ -817,10 +829,10 @@ fn transfer_queue(st: &mut State, dev_index: usize) -> Result<Arc<Queue>> {
 }
 
 /// Events (in `ctx`) for the given tokens.
-fn token_events(tokens: &[Token], ctx: &Context) -> Result<Vec<Arc<Event>>> {
+fn token_events(tokens: &[Token], ctx: &Context, loose: &mut bool) -> Result<Vec<Arc<Event>>> {
     let mut out = Vec::with_capacity(tokens.len());
     for t in tokens {
-        out.extend(t.event(ctx)?);
+        out.extend(t.event(ctx, loose)?);
     }
     Ok(out)
 }
@@ -922,7 +934,7 @@ fn fetch(
 
 /// What a copy touching `pages` must wait for: every access to them.
 fn token_events_for_copy(
-    st: &State,
+    st: &mut State,
     pages: &Box3,
     target: usize,
     src: usize,
@@ -938,10 +950,13 @@ fn token_events_for_copy(
     // Host-accessor gates are made in the context of the queue that runs
     // the copy: the target's, or the source's for copies to the host.
     let ctx = ctx_of(target).or_else(|| ctx_of(src));
-    match ctx {
-        Some(c) => token_events(&tokens, &c),
-        None => Ok(Vec::new()),
-    }
+    let mut loose = false;
+    let events = match ctx {
+        Some(c) => token_events(&tokens, &c, &mut loose)?,
+        None => Vec::new(),
+    };
+    st.eventful |= loose;
+    Ok(events)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1103,6 +1118,8 @@ pub struct AccessReq<'a> {
 
 /// Prepared accessor: its pages and the allocation it uses.
 pub struct Prepared {
+    /// The command should keep its event (see `State::eventful`).
+    pub eventful: bool,
     pub storage: Arc<Storage>,
     pub pages: Box3,
     pub write: bool,
@@ -1336,6 +1353,7 @@ impl Queue {
             prune_if(&mut st, false);
             let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
             let mut gate_err = None;
+            let mut loose = false;
             st.tracker
                 .for_each_conflict(&pages, r.mode.writes(), |t| match t {
                     Token::Cmd(e) => waits.push(e.clone()),
@@ -1346,11 +1364,12 @@ impl Queue {
                             l.push(p.clone());
                         }
                     }
-                    _ => match t.event(&self.ctx) {
+                    _ => match t.event(&self.ctx, &mut loose) {
                         Ok(e) => waits.extend(e),
                         Err(e) => gate_err = Some(e),
                     },
                 });
+            st.eventful |= loose;
             if let Some(e) = gate_err {
                 return Err(e);
             }
@@ -1361,8 +1380,10 @@ impl Queue {
             }
             let off = r.buffer.view.byte_offset(r.offset);
             let base = st.devs[alloc - 1].ptr;
+            let eventful = st.eventful;
             drop(st);
             slots[i] = Some(Prepared {
+                eventful,
                 storage: s,
                 pages,
                 write: r.mode.writes(),
@@ -1431,7 +1452,9 @@ impl Queue {
             let mut st = s.state.lock();
             prune_if(&mut st, false);
             let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
-            waits.extend(token_events(&conflicts, &self.ctx)?);
+            let mut loose = false;
+            waits.extend(token_events(&conflicts, &self.ctx, &mut loose)?);
+            st.eventful |= loose;
             let mut host = ensure_host(&s, &mut st, r.mode.writes())?;
             for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
                 waits.extend(fetch(&s, &mut st, 0, &part, None)?);
@@ -1502,7 +1525,9 @@ impl Buffer {
             match t {
                 Token::Cmd(e) => e.wait()?,
                 Token::Lane(p) => {
-                    if let Some(e) = p.event()? {
+                    let (e, exact) = p.event_exact()?;
+                    st.eventful |= !exact;
+                    if let Some(e) = e {
                         e.wait()?
                     }
                 }

@@ -52,9 +52,16 @@ impl LanePos {
     /// it covers the command, else a marker enqueued now. None when the
     /// queue is gone (its release finished everything).
     pub fn event(&self) -> Result<Option<Arc<Event>>> {
+        self.event_exact().map(|(e, _)| e)
+    }
+
+    /// [`LanePos::event`], and whether the event stands for little more
+    /// than this command: false when it also waits for commands enqueued
+    /// on the lane after this one (at most one more is let pass).
+    pub fn event_exact(&self) -> Result<(Option<Arc<Event>>, bool)> {
         match self.queue.upgrade() {
             Some(q) => q.event_at(self.lane, self.seq),
-            None => Ok(None),
+            None => Ok((None, true)),
         }
     }
 
@@ -165,11 +172,11 @@ impl Lane {
 
     /// The first tracked command at or after place `seq` that waits for
     /// nothing indefinite (see `points`); None when there is none yet.
-    fn covering(&self, seq: u64) -> Option<Arc<Event>> {
+    fn covering(&self, seq: u64) -> Option<(u64, Arc<Event>)> {
         self.points
             .iter()
             .find(|(at, _)| *at >= seq)
-            .map(|(_, ev)| ev.clone())
+            .map(|(at, ev)| (*at, ev.clone()))
     }
 
     /// Makes `ev`, just enqueued, the tail; hands back what the commands
@@ -397,22 +404,23 @@ impl Queue {
 
     /// An event that completes once command `seq` of lane `lane` has (see
     /// [`LanePos::event`]).
-    pub(crate) fn event_at(&self, lane: u64, seq: u64) -> Result<Option<Arc<Event>>> {
+    pub(crate) fn event_at(&self, lane: u64, seq: u64) -> Result<(Option<Arc<Event>>, bool)> {
         let find = |lanes: &Lanes| match lanes.list.iter().find(|l| l.id == lane) {
-            None => Some(None),
-            Some(l) => l.covering(seq).map(Some),
+            None => Some((None, true)),
+            Some(l) => l.covering(seq).map(|(at, ev)| (Some(ev), at <= seq + 1)),
         };
-        if let Some(ev) = find(&self.lanes.lock()) {
-            return Ok(ev);
+        if let Some(found) = find(&self.lanes.lock()) {
+            return Ok(found);
         }
         self.seal()?;
         let lanes = self.lanes.lock();
-        Ok(find(&lanes).flatten().or_else(|| {
-            lanes
+        Ok(find(&lanes).unwrap_or_else(|| {
+            let tail = lanes
                 .list
                 .iter()
                 .find(|l| l.id == lane)
-                .and_then(|l| l.tail.clone())
+                .and_then(|l| l.tail.clone());
+            (tail, false)
         }))
     }
 
@@ -423,7 +431,7 @@ impl Queue {
             match lanes.list.iter().find(|l| l.id == lane) {
                 None => return true,
                 Some(l) => match l.covering(seq) {
-                    Some(ev) => ev,
+                    Some((_, ev)) => ev,
                     None => return false,
                 },
             }
@@ -459,7 +467,7 @@ impl Queue {
                 match follow {
                     None => follow = Some(p.lane),
                     Some(l) if l == p.lane => {}
-                    Some(_) => others.extend(self.event_at(p.lane, p.seq)?),
+                    Some(_) => others.extend(self.event_at(p.lane, p.seq)?.0),
                 }
             }
         }
@@ -527,7 +535,7 @@ impl Queue {
         let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         all.extend(others);
         if let Some(p) = on_lanes.iter().rev().find(|p| Some(p.lane) == follow) {
-            all.extend(self.event_at(p.lane, p.seq)?);
+            all.extend(self.event_at(p.lane, p.seq)?.0);
         }
         self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, ev))
             .map(Submitted::Event)
