@@ -13,9 +13,9 @@
  *                 after a kernel wrote it; d2d is syrah_queue_copy_accessor
  *                 between two device-resident buffers
  * Host memory: ordinary (page-aligned malloc) or pinned. Raw paths pin with
- * a mapped CL_MEM_ALLOC_HOST_PTR buffer; Syrah's paths use host USM
- * (syrah_malloc_host), which some devices do not have (then skipped, and
- * said so). Each figure is the median of several timed repetitions after
+ * a mapped CL_MEM_ALLOC_HOST_PTR buffer; Syrah's paths use
+ * syrah_malloc_pinned (host USM where the device has it, else such a
+ * mapped buffer; skipped, and said so, if it fails). Each figure is the median of several timed repetitions after
  * one untimed; every path's data is checked word by word.
  *
  * usage: bench_bandwidth P.D [largest bytes] [smallest bytes] */
@@ -414,7 +414,7 @@ static void sy_buffer_size(sy_state *s, int kind, void *src, int si) {
 
 static void sy_all(const char *spec, void *src, void *dst) {
   sy_state s;
-  bool host_usm = false;
+  bool pinned = false;
   void *pin[2] = {NULL, NULL};
   size_t largest = sizes[nsizes - 1];
   int si;
@@ -424,22 +424,25 @@ static void sy_all(const char *spec, void *src, void *dst) {
   SY_OK(syrah_program_create_from_source(s.ctx, source, NULL, &s.prog));
   SY_OK(syrah_kernel_create(s.prog, "touch", &s.touch));
   SY_OK(syrah_kernel_create(s.prog, "flip", &s.flip));
-  SY_OK(syrah_device_has_aspect(s.dev, SYRAH_ASPECT_USM_HOST_ALLOCATIONS, &host_usm));
-  if (host_usm) {
-    SY_OK(syrah_malloc_host(s.ctx, largest, &pin[0]));
-    SY_OK(syrah_malloc_host(s.ctx, largest, &pin[1]));
-  } else {
-    skipped[SY_USM][PINNED] = skipped[SY_BUFFER][PINNED] = "the device has no host USM";
+  pinned = syrah_malloc_pinned(s.ctx, largest, &pin[0]) == SYRAH_SUCCESS &&
+           syrah_malloc_pinned(s.ctx, largest, &pin[1]) == SYRAH_SUCCESS;
+  if (!pinned) {
+    static char why[300];
+    snprintf(why, sizeof why, "syrah_malloc_pinned failed: %s", syrah_last_error_message());
+    json_safe(why);
+    skipped[SY_USM][PINNED] = skipped[SY_BUFFER][PINNED] = why;
+    if (pin[0]) SY_OK(syrah_free(s.ctx, pin[0]));
+    pin[0] = NULL;
   }
   for (si = 0; si < nsizes; ++si) {
     sy_usm_size(&s, PAGEABLE, src, dst, si);
     sy_buffer_size(&s, PAGEABLE, src, si);
-    if (host_usm) {
+    if (pinned) {
       sy_usm_size(&s, PINNED, pin[0], pin[1], si);
       sy_buffer_size(&s, PINNED, pin[0], si);
     }
   }
-  if (host_usm) {
+  if (pinned) {
     SY_OK(syrah_free(s.ctx, pin[0]));
     SY_OK(syrah_free(s.ctx, pin[1]));
   }

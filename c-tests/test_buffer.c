@@ -866,6 +866,57 @@ static void test_without_events(const syrah_device *d) {
   env_close(&e);
 }
 
+/* Pinned host memory: as a buffer's host memory (moved in and out with the
+ * exact counts) and as the host side of USM copies; what kind of pointer
+ * it is; the errors for bad arguments and a second free. */
+static void test_pinned(const syrah_device *d) {
+  enum { M = 1 << 14 };
+  env e;
+  int *pin = NULL, *back = NULL, i, ok;
+  void *p = NULL;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd;
+  syrah_usm_alloc t = 99;
+  syrah_buffer_stats st;
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  EXPECT_ERR(syrah_malloc_pinned(e.ctx, 0, &p), SYRAH_ERROR_INVALID_ARGUMENT, "size 0");
+  EXPECT_ERR(syrah_malloc_pinned(e.ctx, 64, NULL), SYRAH_ERROR_NULL_ARGUMENT, "out_pointer");
+  EXPECT_ERR(syrah_malloc_pinned(NULL, 64, &p), SYRAH_ERROR_NULL_ARGUMENT, "context");
+  REQUIRE_OK(syrah_malloc_pinned(e.ctx, M * sizeof(int), (void **)&pin));
+  REQUIRE_OK(syrah_malloc_pinned(e.ctx, M * sizeof(int), (void **)&back));
+  EXPECT_OK(syrah_get_pointer_type(e.ctx, pin, &t));
+  EXPECT_EQ(t, t_has(d, SYRAH_ASPECT_USM_HOST_ALLOCATIONS) ? SYRAH_USM_ALLOC_HOST : SYRAH_USM_ALLOC_UNKNOWN);
+  for (i = 0; i < M; ++i) pin[i] = i;
+  bd = desc1(M, pin, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  st = stats(b);
+  EXPECT_EQ(st.host_to_device_bytes, M * sizeof(int));
+  EXPECT_EQ(st.host_to_device_copies, 1);
+  if (t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    void *dev = NULL;
+    EXPECT_OK(syrah_buffer_get_device_pointer(b, e.q, &dev));
+    EXPECT_OK(syrah_queue_wait(e.q));
+    EXPECT_OK(syrah_queue_memcpy(e.q, back, dev, M * sizeof(int), NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_wait(e.q));
+    for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == i + 3;
+    EXPECT_TRUE(ok);
+  } else {
+    t_skip("USM copies into pinned memory", "the device has no USM");
+  }
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < M; ++i) ok &= pin[i] == i + 3;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_free(e.ctx, pin));
+  EXPECT_OK(syrah_free(e.ctx, back));
+  EXPECT_ERR(syrah_free(e.ctx, pin), SYRAH_ERROR_INVALID_POINTER, "");
+  env_close(&e);
+}
+
 /* Two devices: pages move between them, within one context directly and
  * between contexts through the host, exactly as the page bits require. */
 static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one_context) {
@@ -964,6 +1015,7 @@ int main(void) {
   t_for_each_device(test_partial_discard);
   t_for_each_device(test_reuse);
   t_for_each_device(test_without_events);
+  t_for_each_device(test_pinned);
   test_two_devices();
   return t_finish("test_buffer");
 }

@@ -232,11 +232,15 @@ static void usm_and_errors(const syrah::device &dev) {
   });
   if (dev.has(syrah::aspect::usm_device_allocations)) {
     int *d = syrah::malloc_device<int>(N, q);
+    int *pin = syrah::malloc_pinned<int>(N, q);
     std::vector<int> in(N, 11), back(N, 0);
     auto e1 = q.memcpy(d, in.data(), N * sizeof(int));
     auto e2 = q.fill(d + 10, 42, 5, {e1});
     q.memcpy(back.data(), d, N * sizeof(int), {e2}).wait();
     EXPECT(back[0] == 11 && back[10] == 42 && back[14] == 42 && back[15] == 11);
+    q.memcpy(pin, d, N * sizeof(int)).wait();
+    EXPECT(pin[0] == 11 && pin[10] == 42 && pin[14] == 42 && pin[15] == 11);
+    syrah::free(pin, q);
     syrah::free(d, q);
   } else {
     std::printf("SKIP [%s] USM through C++: the device has no USM\n", where.c_str());

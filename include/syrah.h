@@ -1269,6 +1269,19 @@ syrah_status syrah_malloc_device(const syrah_context *context,
 syrah_status syrah_malloc_host(const syrah_context *context, size_t size, void **out_pointer);
 
 /*
+ Allocates `size` bytes of pinned (page-locked) host memory for fast
+ copies between the host and the context's devices: as the host side of
+ USM copies and as a buffer's host memory, it moves without being staged
+ through the runtime's own pinned memory. Where every device of the
+ context has host USM it is a host USM allocation (kernels may use it
+ too); elsewhere (NVIDIA's OpenCL, devices without USM) it is host memory
+ the driver pinned, which kernels cannot take and which
+ `syrah_get_pointer_type` reports as `SYRAH_USM_ALLOC_UNKNOWN`. Free it
+ with `syrah_free`.
+ */
+syrah_status syrah_malloc_pinned(const syrah_context *context, size_t size, void **out_pointer);
+
+/*
  Allocates `size` bytes of shared USM associated with `device`,
  accessible from the host and the device.
  */

@@ -687,6 +687,14 @@ T *malloc_host(size_t count, const queue &q) {
   check(syrah_malloc_host(q.get_context().get(), count * sizeof(T), &p));
   return static_cast<T *>(p);
 }
+/// Pinned host memory for fast copies (see syrah_malloc_pinned); free it
+/// with syrah::free.
+template <class T>
+T *malloc_pinned(size_t count, const queue &q) {
+  void *p = nullptr;
+  check(syrah_malloc_pinned(q.get_context().get(), count * sizeof(T), &p));
+  return static_cast<T *>(p);
+}
 template <class T>
 T *malloc_shared(size_t count, const queue &q) {
   void *p = nullptr;

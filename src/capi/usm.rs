@@ -69,6 +69,33 @@ pub unsafe extern "C" fn syrah_malloc_host(
     })
 }
 
+/// Allocates `size` bytes of pinned (page-locked) host memory for fast
+/// copies between the host and the context's devices: as the host side of
+/// USM copies and as a buffer's host memory, it moves without being staged
+/// through the runtime's own pinned memory. Where every device of the
+/// context has host USM it is a host USM allocation (kernels may use it
+/// too); elsewhere (NVIDIA's OpenCL, devices without USM) it is host memory
+/// the driver pinned, which kernels cannot take and which
+/// `syrah_get_pointer_type` reports as `SYRAH_USM_ALLOC_UNKNOWN`. Free it
+/// with `syrah_free`.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_malloc_pinned(
+    context: *const Context,
+    size: usize,
+    out_pointer: *mut *mut c_void,
+) -> syrah_status {
+    guard(|| {
+        if out_pointer.is_null() {
+            return Err(super::null("out_pointer"));
+        }
+        // SAFETY: forwarded contract.
+        let c = unsafe { borrow(context, "context") }?;
+        let p = c.pinned_alloc(size)?;
+        // SAFETY: checked non-null.
+        unsafe { out(out_pointer, p, "out_pointer") }
+    })
+}
+
 /// Allocates `size` bytes of shared USM associated with `device`,
 /// accessible from the host and the device.
 #[no_mangle]

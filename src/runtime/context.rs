@@ -32,6 +32,8 @@ pub struct Context {
     pub(crate) stagers: Mutex<super::staging::Stagers>,
     /// Released buffers' device allocations, for reuse.
     pub(crate) dev_cache: Mutex<AllocCache<CachedAlloc>>,
+    /// Pinned host memory that is not host USM.
+    pub(crate) pinned: Mutex<super::pinned::PinnedBlocks>,
 }
 
 /// A released buffer's device allocation kept for reuse: its base, its
@@ -120,6 +122,7 @@ impl Context {
             queues: Mutex::new(Vec::new()),
             stagers: Mutex::new(Vec::new()),
             dev_cache: Mutex::new(AllocCache::new(cache_budget(devices))),
+            pinned: Mutex::new(Default::default()),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -273,6 +276,7 @@ impl Drop for Context {
         }
         self.programs.get_mut().clear();
         self.stagers.get_mut().clear();
+        self.drop_pinned();
         for c in self.dev_cache.get_mut().drain() {
             self.free_cached(api, c);
         }

@@ -331,9 +331,11 @@ impl Queue {
             return None;
         }
         let kind = |p| self.ctx.pointer_kind(p).map(|k| k.0);
+        // Pinned host memory moves at full speed as it is.
+        let ordinary = |p| !self.ctx.is_pinned(p, size);
         match (kind(dst), kind(src)) {
-            (Some(AllocKind::Device), None) => Some(Way::ToDevice),
-            (None, Some(AllocKind::Device)) => Some(Way::ToHost),
+            (Some(AllocKind::Device), None) if ordinary(src) => Some(Way::ToDevice),
+            (None, Some(AllocKind::Device)) if ordinary(dst) => Some(Way::ToHost),
             _ => None,
         }
     }

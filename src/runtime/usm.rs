@@ -228,6 +228,7 @@ impl Context {
                 self.free_raw(api, rec.raw);
                 Ok(())
             }
+            Err(_) if self.pinned_free(addr)? => Ok(()),
             Err(mut e) => {
                 if let Some(other) = self.foreign_owner(addr) {
                     e = Error::new(
