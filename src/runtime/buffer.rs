@@ -918,13 +918,11 @@ fn fetch(
         let deps = token_events_for_copy(st, &t.pages, target, t.src)?;
         let same_ctx = t.src != 0 && Some(st.devs[t.src - 1].ctx.id) == target_ctx;
         if target != 0 && t.src != 0 && !same_ctx {
-            // Between contexts: through host storage first.
-            let mut via = fetch_one(s, st, 0, t.src, &t.pages, &runs, &deps, None)?;
-            for e in &via {
-                e.wait()?;
-            }
-            via.clear();
-            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &[], q)?);
+            // Between contexts: through host storage first. The copy in
+            // waits for the copy out through the target queue's bridge to
+            // the other context, not on this thread.
+            let via = fetch_one(s, st, 0, t.src, &t.pages, &runs, &deps, None)?;
+            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &via, q)?);
         } else {
             events.extend(fetch_one(s, st, target, t.src, &t.pages, &runs, &deps, q)?);
         }
