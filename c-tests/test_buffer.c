@@ -975,6 +975,60 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
   EXPECT_OK(syrah_buffer_release(b));
   for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 4 * (int)i;
   EXPECT_TRUE(ok);
+  /* Copying pages to device 1 does not wait for a kernel that reads them
+   * on device 2 (held back here by a user event). */
+  {
+    syrah_buffer *c = NULL, *dd = NULL;
+    syrah_event *gate = NULL, *k1 = NULL;
+    syrah_event_status st = SYRAH_EVENT_QUEUED;
+    syrah_kernel_arg args[2];
+    syrah_range r = syrah_range_1d(1);
+    syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0);
+    const syrah_event *deps[1];
+    int pitch = 0;
+    bd = desc1(N, host, SYRAH_HOST_COPY_IN);
+    REQUIRE_OK(syrah_buffer_create(&bd, &c));
+    REQUIRE_OK(syrah_user_event_create(e2.ctx, &gate));
+    a.buffer = c;
+    args[0].kind = SYRAH_ARG_ACCESSOR;
+    args[0].size = 0;
+    args[0].value = NULL;
+    args[1] = syrah_arg_value(&pitch, sizeof pitch);
+    deps[0] = gate;
+    EXPECT_OK(syrah_queue_submit_kernel(e2.q, e2.peek, &r, &a, 1, args, 2, deps, 1, NULL));
+    {
+      /* Device 1 copies the pages it got into dd: they must be the data. */
+      syrah_accessor two[2];
+      syrah_kernel_arg cargs[2];
+      syrah_range rn = syrah_range_1d(N);
+      syrah_buffer_desc dd_desc = desc1(N, NULL, SYRAH_HOST_NONE);
+      REQUIRE_OK(syrah_buffer_create(&dd_desc, &dd));
+      two[0] = a;
+      two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+      cargs[0] = args[0];
+      cargs[1] = args[0];
+      cargs[1].size = 1;
+      EXPECT_OK(syrah_queue_submit_kernel(e1.q, e1.copyk, &rn, two, 2, cargs, 2, NULL, 0, &k1));
+    }
+    for (i = 0; i < 500 && k1 && st != SYRAH_EVENT_COMPLETE; ++i) {
+      EXPECT_OK(syrah_event_get_status(k1, &st));
+      if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
+    }
+    EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
+    EXPECT_OK(syrah_user_event_complete(gate, false));
+    EXPECT_OK(syrah_queue_wait(e2.q));
+    /* Within a context device 1 takes the pages from device 2. */
+    EXPECT_EQ(stats(c).host_to_device_bytes, (one_context ? 1 : 2) * N * sizeof(int));
+    EXPECT_EQ(stats(c).device_to_device_bytes, one_context ? N * sizeof(int) : 0);
+    EXPECT_OK(syrah_buffer_host_access(dd, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == host[i] + 1;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    syrah_event_release(k1);
+    syrah_event_release(gate);
+    EXPECT_OK(syrah_buffer_release(dd));
+    EXPECT_OK(syrah_buffer_release(c));
+  }
   env_close(&e1);
   env_close(&e2);
   if (shared) syrah_context_release(shared);

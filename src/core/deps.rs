@@ -15,6 +15,8 @@ pub struct Access<T> {
     pub pages: Box3,
     pub write: bool,
     pub token: T,
+    /// Where the access happened (for a buffer: which of its copies).
+    pub place: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -61,12 +63,18 @@ impl<T: Clone> Tracker<T> {
         }
     }
 
-    /// Tokens of every recorded access overlapping `pages`, reads included
-    /// (what a copy into an allocation must wait for).
+    /// Tokens of every recorded access overlapping `pages`, reads included.
     pub fn overlapping(&self, pages: &Box3) -> Vec<T> {
+        self.overlapping_where(pages, |_, _| true)
+    }
+
+    /// Tokens of the recorded accesses overlapping `pages` for which
+    /// `pick(write, place)` holds (a copy into one place waits for every
+    /// write and for any access at that place, not for reads elsewhere).
+    pub fn overlapping_where(&self, pages: &Box3, pick: impl Fn(bool, usize) -> bool) -> Vec<T> {
         self.entries
             .iter()
-            .filter(|a| a.pages.overlaps(pages))
+            .filter(|a| a.pages.overlaps(pages) && pick(a.write, a.place))
             .map(|a| a.token.clone())
             .collect()
     }
@@ -100,15 +108,33 @@ impl<T: Clone> Tracker<T> {
         ordered_before: impl Fn(&T) -> bool,
         droppable: impl Fn(&T) -> bool,
     ) {
+        self.record_at(pages, write, token, 0, ordered_before, |t, _, _| {
+            droppable(t)
+        });
+    }
+
+    /// [`Tracker::record_filtered`] for an access at `place`; `droppable`
+    /// sees each earlier access's token, whether it writes, and its place
+    /// (an access that did not wait for another must not drop it).
+    pub fn record_at(
+        &mut self,
+        pages: Box3,
+        write: bool,
+        token: T,
+        place: usize,
+        ordered_before: impl Fn(&T) -> bool,
+        droppable: impl Fn(&T, bool, usize) -> bool,
+    ) {
         self.entries.retain(|a| {
             !(pages.contains(&a.pages)
                 && (write || ordered_before(&a.token))
-                && droppable(&a.token))
+                && droppable(&a.token, a.write, a.place))
         });
         self.entries.push(Access {
             pages,
             write,
             token,
+            place,
         });
     }
 
@@ -189,6 +215,27 @@ mod tests {
         t.record(b(0, 2), false, 2);
         t.record_filtered(b(0, 4), true, 3, |_| false, |&x| x != 2);
         assert_eq!(t.tokens(), vec![2, 3]);
+    }
+
+    #[test]
+    fn copies_wait_for_writes_and_their_own_place() {
+        let mut t = Tracker::new();
+        let any = |_: &i32, _: bool, _: usize| true;
+        t.record_at(b(0, 4), false, 1, 1, |_| false, any);
+        t.record_at(b(0, 4), false, 2, 2, |_| false, any);
+        t.record_at(b(2, 6), true, 3, 2, |_| false, any);
+        let into =
+            |t: &Tracker<i32>, place: usize| t.overlapping_where(&b(0, 4), |w, p| w || p == place);
+        assert_eq!(into(&t, 1), vec![1, 3]);
+        assert_eq!(into(&t, 2), vec![2, 3]);
+        assert_eq!(into(&t, 0), vec![3]);
+        assert_eq!(t.overlapping(&b(0, 1)), vec![1, 2]);
+        // A copy into place 2 covering everything waited only for writes
+        // and for place 2: the read at place 1 stays for later copies
+        // into place 1.
+        t.record_at(b(0, 8), true, 4, 2, |_| false, |_, w, p| w || p == 2);
+        assert_eq!(t.tokens(), vec![1, 4]);
+        assert_eq!(into(&t, 1), vec![1, 4]);
     }
 
     #[test]

@@ -837,20 +837,38 @@ fn token_events(tokens: &[Token], ctx: &Context, loose: &mut bool) -> Result<Vec
     Ok(out)
 }
 
-/// Records an access. Covered earlier commands are forgotten when this one
-/// writes, or (for `lane` != 0) when they ran earlier on the same in-order
-/// lane; held host accessors are never forgotten this way.
-fn record(st: &mut State, pages: Box3, write: bool, token: Token, lane: u64) {
-    st.tracker.record_filtered(
+/// Records an access at allocation `place`. Covered earlier commands are
+/// forgotten when this one writes, or (for `lane` != 0) when they are reads
+/// that ran earlier on the same in-order lane; held host accessors are
+/// never forgotten this way.
+fn record(st: &mut State, pages: Box3, write: bool, token: Token, lane: u64, place: usize) {
+    record_dropping(st, pages, write, token, lane, place, |_, _| true);
+}
+
+/// [`record`], dropping covered earlier accesses only where `waited(write,
+/// place)` says this one waited for them.
+fn record_dropping(
+    st: &mut State,
+    pages: Box3,
+    write: bool,
+    token: Token,
+    lane: u64,
+    place: usize,
+    waited: impl Fn(bool, usize) -> bool,
+) {
+    st.tracker.record_at(
         pages,
         write,
         token,
+        place,
         |t| match t {
             Token::Cmd(e) => lane != 0 && e.lane.load(Ordering::Acquire) == lane,
             Token::Lane(p) => lane != 0 && p.lane == lane,
             Token::Host(_) => false,
         },
-        |t| !matches!(t, Token::Host(_)),
+        // A read stands in for earlier reads of its lane only: a copy into
+        // another place waits for writes, not reads, so a write must stay.
+        |t, w, at| !matches!(t, Token::Host(_)) && (write || !w) && waited(w, at),
     );
 }
 
@@ -918,11 +936,14 @@ fn fetch(
         let deps = token_events_for_copy(st, &t.pages, target, t.src)?;
         let same_ctx = t.src != 0 && Some(st.devs[t.src - 1].ctx.id) == target_ctx;
         if target != 0 && t.src != 0 && !same_ctx {
-            // Between contexts: through host storage first. The copy in
-            // waits for the copy out through the target queue's bridge to
-            // the other context, not on this thread.
+            // Between contexts: through host storage first, waited for
+            // here: a bridge between contexts completes from the source
+            // driver's callback, and NVIDIA's take 1-2 ms.
             let via = fetch_one(s, st, 0, t.src, &t.pages, &runs, &deps, None)?;
-            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &via, q)?);
+            for e in &via {
+                e.wait()?;
+            }
+            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &[], q)?);
         } else {
             events.extend(fetch_one(s, st, target, t.src, &t.pages, &runs, &deps, q)?);
         }
@@ -930,14 +951,18 @@ fn fetch(
     Ok(events)
 }
 
-/// What a copy touching `pages` must wait for: every access to them.
+/// What a copy of `pages` into allocation `target` must wait for: every
+/// write of them, and every access to them at the target.
 fn token_events_for_copy(
     st: &mut State,
     pages: &Box3,
     target: usize,
     src: usize,
 ) -> Result<Vec<Arc<Event>>> {
-    let tokens = st.tracker.overlapping(pages);
+    // Readers of other copies of these pages do not mind the copy.
+    let tokens = st
+        .tracker
+        .overlapping_where(pages, |write, at| write || at == target);
     let ctx_of = |i: usize| {
         if i == 0 {
             None
@@ -1069,7 +1094,15 @@ fn fetch_one(
     // that read it (on any lane or thread) must wait for them.
     for e in &events {
         e.internal.store(true, Ordering::Release);
-        record(st, *pages, true, Token::Cmd(e.clone()), 0);
+        record_dropping(
+            st,
+            *pages,
+            true,
+            Token::Cmd(e.clone()),
+            0,
+            target,
+            |w, at| w || at == target,
+        );
     }
     Ok(events)
 }
@@ -1407,7 +1440,7 @@ impl Queue {
         };
         for p in prepared {
             let mut st = p.storage.state.lock();
-            record(&mut st, p.pages, p.write, token.clone(), lane);
+            record(&mut st, p.pages, p.write, token.clone(), lane, p.alloc);
             if p.write {
                 let g = p.storage.geom;
                 for (i, b) in st.bits.iter_mut().enumerate() {
@@ -1476,7 +1509,7 @@ impl Queue {
         }
         for (s, pages, write) in pending {
             let mut st = s.state.lock();
-            record(&mut st, pages, write, Token::Cmd(done.clone()), 0);
+            record(&mut st, pages, write, Token::Cmd(done.clone()), 0, 0);
             if write {
                 let g = s.geom;
                 for (i, b) in st.bits.iter_mut().enumerate() {
@@ -1552,7 +1585,14 @@ impl Buffer {
             released: AtomicBool::new(false),
             gates: Mutex::new(Vec::new()),
         });
-        record(&mut st, pages, mode.writes(), Token::Host(hold.clone()), 0);
+        record(
+            &mut st,
+            pages,
+            mode.writes(),
+            Token::Host(hold.clone()),
+            0,
+            0,
+        );
         if mode.writes() {
             let g = s.geom;
             for (i, b) in st.bits.iter_mut().enumerate() {
@@ -1579,7 +1619,7 @@ impl Buffer {
         let all = s.geom.all_pages();
         let evs = fetch(&s, &mut st, 0, &all, None)?;
         for e in &evs {
-            record(&mut st, all, false, Token::Cmd(e.clone()), 0);
+            record(&mut st, all, false, Token::Cmd(e.clone()), 0, 0);
         }
         Ok(evs)
     }
