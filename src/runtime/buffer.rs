@@ -936,14 +936,11 @@ fn fetch(
         let deps = token_events_for_copy(st, &t.pages, target, t.src)?;
         let same_ctx = t.src != 0 && Some(st.devs[t.src - 1].ctx.id) == target_ctx;
         if target != 0 && t.src != 0 && !same_ctx {
-            // Between contexts: through host storage first, waited for
-            // here: a bridge between contexts completes from the source
-            // driver's callback, and NVIDIA's take 1-2 ms.
+            // Between contexts: through host storage first. The copy in
+            // waits for the copy out through a bridge to the other context
+            // (see `watch`), not on this thread.
             let via = fetch_one(s, st, 0, t.src, &t.pages, &runs, &deps, None)?;
-            for e in &via {
-                e.wait()?;
-            }
-            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &[], q)?);
+            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &via, q)?);
         } else {
             events.extend(fetch_one(s, st, target, t.src, &t.pages, &runs, &deps, q)?);
         }

@@ -207,22 +207,15 @@ impl Event {
     /// a failure of `foreign` reaches dependents through their own
     /// dependency on it.
     pub fn bridge(ctx: &Context, foreign: &Arc<Event>) -> Result<Arc<Event>> {
-        let api = api()?;
         let what = format!("wait for a {} of another context", foreign.what);
         let b = Event::create_user_named(ctx, &what)?;
-        let raw = Arc::into_raw(b.clone()) as *mut std::ffi::c_void;
-        // SAFETY: a live event; the callback takes back the reference passed
-        // as user data exactly once.
-        let rc =
-            unsafe { (api.clSetEventCallback)(foreign.cl, CL_COMPLETE, Some(bridge_done), raw) };
-        if rc != CL_SUCCESS {
-            // SAFETY: the callback was not registered: the reference is
-            // taken back here instead, and the wait happens on this thread.
-            drop(unsafe { Arc::from_raw(raw as *const Event) });
-            // SAFETY: waiting on one live event.
-            unsafe { (api.clWaitForEvents)(1, &foreign.cl) };
-            b.complete_user_with(None)?;
-        }
+        let done = b.clone();
+        super::watch::when_done(
+            foreign,
+            Box::new(move || {
+                let _ = done.complete_user_with(None);
+            }),
+        )?;
         Ok(b)
     }
 
@@ -427,13 +420,6 @@ impl Event {
         }
         info::profiling(api()?, self.cl, which)
     }
-}
-
-unsafe extern "C" fn bridge_done(_ev: cl_event, _status: cl_int, user: *mut std::ffi::c_void) {
-    // SAFETY: `user` is the reference given when the callback was
-    // registered, taken back exactly once here.
-    let b = unsafe { Arc::from_raw(user as *const Event) };
-    let _ = b.complete_user_with(None);
 }
 
 /// Waits on several events; returns the first unreported failure.

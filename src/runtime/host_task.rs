@@ -11,8 +11,6 @@ use super::buffer::{AccessReq, Deps, HostPrepared};
 use super::event::Event;
 use super::queue::Queue;
 use crate::core::error::{Error, Result, Status};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
 use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 use std::collections::VecDeque;
@@ -112,12 +110,6 @@ fn make_ready(job: Arc<Job>) {
     let p = pool();
     p.ready.lock().push_back(job);
     p.wake.notify_one();
-}
-
-unsafe extern "C" fn dep_done(_ev: cl_event, _status: cl_int, user: *mut c_void) {
-    // SAFETY: `user` is one strong reference to the job, given to this
-    // callback when it was registered and taken back here exactly once.
-    count_down(unsafe { Arc::from_raw(user as *const Job) });
 }
 
 fn run(job: &Job) {
@@ -240,7 +232,6 @@ impl Queue {
         work: Work,
         accessors: Vec<HostPrepared>,
     ) -> Result<Arc<Event>> {
-        let api = api()?;
         if let Some(t) = super::trace::tracer() {
             let ids: Vec<u64> = waits.iter().map(|d| d.id).collect();
             t.graph_node(&done, "host", &ids);
@@ -261,32 +252,11 @@ impl Queue {
             done: done.clone(),
         });
         for d in &job.deps {
-            if d.user {
-                // Syrah completes its user events itself: it runs the
-                // continuation then, with no driver callback in between.
-                let j = job.clone();
-                d.then_user(Box::new(move || count_down(j)));
-                continue;
-            }
-            if d.is_done() {
-                // No callback for a finished command: some drivers deliver
-                // them milliseconds late.
-                count_down(job.clone());
-                continue;
-            }
-            let raw = Arc::into_raw(job.clone()) as *mut c_void;
-            // SAFETY: a live event; the callback takes back the reference
-            // passed as user data exactly once.
-            let rc = unsafe { (api.clSetEventCallback)(d.cl, CL_COMPLETE, Some(dep_done), raw) };
-            if rc != CL_SUCCESS {
-                // SAFETY: the callback was not registered: take the
-                // reference back and count the dependency as done after a
-                // wait on this thread.
-                let j = unsafe { Arc::from_raw(raw as *const Job) };
-                let _ = d.wait();
-                count_down(j);
-                check(rc, "clSetEventCallback").ok();
-            }
+            // Syrah's own user events continue directly on completion; a
+            // command through its driver's callback or the watcher thread,
+            // whichever is first (some drivers call back milliseconds late).
+            let j = job.clone();
+            super::watch::when_done(d, Box::new(move || count_down(j)))?;
         }
         // The submission's own count: released now that all callbacks are set.
         count_down(job);

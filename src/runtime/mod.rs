@@ -13,3 +13,4 @@ pub mod queue;
 pub mod staging;
 pub mod trace;
 pub mod usm;
+pub mod watch;

@@ -1,0 +1,125 @@
+//! Running host-side work once a command completes, soon after it does.
+//!
+//! Drivers call completion callbacks late: NVIDIA's come 1-2 ms after the
+//! command finished. So besides registering the callback, a watcher thread
+//! looks at the status of the commands being watched every 50 µs while
+//! there are any (and sleeps otherwise); whichever sees the completion
+//! first runs the work, exactly once.
+
+use super::event::{Continuation, Event};
+use crate::core::error::Result;
+use crate::opencl::ffi::*;
+use crate::opencl::loader::api;
+use parking_lot::{Condvar, Mutex};
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Work to run once.
+struct Once(Mutex<Option<Continuation>>);
+
+impl Once {
+    fn run(&self) {
+        let work = self.0.lock().take();
+        if let Some(w) = work {
+            w();
+        }
+    }
+
+    fn taken(&self) -> bool {
+        self.0.lock().is_none()
+    }
+}
+
+struct Watched {
+    pending: Mutex<Vec<(Arc<Event>, Arc<Once>)>>,
+    wake: Condvar,
+}
+
+static WATCHED: Watched = Watched {
+    pending: Mutex::new(Vec::new()),
+    wake: Condvar::new(),
+};
+
+/// How often the watcher looks while commands are watched.
+const POLL: Duration = Duration::from_micros(50);
+
+fn watcher_started() -> bool {
+    static STARTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("syrah-watch".into())
+            .spawn(watch_loop)
+            .is_ok()
+    })
+}
+
+fn watch_loop() {
+    let mut ready: Vec<Arc<Once>> = Vec::new();
+    loop {
+        {
+            let mut pending = WATCHED.pending.lock();
+            while pending.is_empty() {
+                WATCHED.wake.wait(&mut pending);
+            }
+            pending.retain(|(ev, once)| {
+                if once.taken() {
+                    false
+                } else if ev.is_done() {
+                    ready.push(once.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        for once in ready.drain(..) {
+            once.run();
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+unsafe extern "C" fn completed(_ev: cl_event, _status: cl_int, user: *mut c_void) {
+    // SAFETY: `user` is the reference given when the callback was
+    // registered, taken back exactly once here.
+    let once = unsafe { Arc::from_raw(user as *const Once) };
+    once.run();
+}
+
+/// Runs `work` once `ev` has completed or failed: on the driver's
+/// callback thread or on the watcher thread, whichever notices first; for
+/// a user event, on the thread that completes it; on this thread at once
+/// if it already has.
+pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
+    if ev.user {
+        ev.then_user(work);
+        return Ok(());
+    }
+    if ev.is_done() {
+        work();
+        return Ok(());
+    }
+    let api = api()?;
+    let once = Arc::new(Once(Mutex::new(Some(work))));
+    let raw = Arc::into_raw(once.clone()) as *mut c_void;
+    // SAFETY: a live event; the callback takes back the reference passed as
+    // user data exactly once.
+    let rc = unsafe { (api.clSetEventCallback)(ev.cl, CL_COMPLETE, Some(completed), raw) };
+    if rc != CL_SUCCESS {
+        // SAFETY: the callback was not registered: the reference is taken
+        // back here instead.
+        drop(unsafe { Arc::from_raw(raw as *const Once) });
+    }
+    if watcher_started() {
+        WATCHED.pending.lock().push((ev.clone(), once));
+        WATCHED.wake.notify_one();
+    } else if rc != CL_SUCCESS {
+        // Neither a callback nor the watcher: wait here (the outcome is
+        // left for whoever reports it).
+        // SAFETY: waiting on one live event.
+        unsafe { (api.clWaitForEvents)(1, &ev.cl) };
+        once.run();
+    }
+    Ok(())
+}
