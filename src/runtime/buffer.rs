@@ -223,8 +223,8 @@ impl Storage {
                 // SAFETY: the user's allocation callback.
                 unsafe { (a.allocate)(bytes, HOST_ALIGN, a.user_data as *mut c_void) }
             }
-            None => match HOST_CACHE.lock().take(0, bytes) {
-                Some((p, _)) => p as *mut c_void,
+            None => match take_host_block(bytes) {
+                Some(p) => p as *mut c_void,
                 None => match std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
                     // SAFETY: non-zero size (buffers are never empty), valid
                     // layout.
@@ -272,6 +272,23 @@ impl Storage {
             }
         }
     }
+}
+
+/// A kept host block of `bytes` bytes. Released buffers whose finished
+/// commands still hold them alive are let go first when none is kept: a
+/// fresh block costs a page fault per page at first touch.
+fn take_host_block(bytes: usize) -> Option<usize> {
+    if bytes < HOST_CACHE_MIN {
+        return None;
+    }
+    if let Some((p, _)) = HOST_CACHE.lock().take(0, bytes) {
+        return Some(p);
+    }
+    if RELEASED_ALIVE.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    Context::reclaim_all();
+    HOST_CACHE.lock().take(0, bytes).map(|(p, _)| p)
 }
 
 /// Host storage blocks (address, size) of the default allocator kept for

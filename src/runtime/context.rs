@@ -227,6 +227,14 @@ impl Context {
 
     /// Lets every queue drop the finished commands at the front of its list,
     /// and with them the buffers only those commands still held.
+    /// [`Context::reclaim`] on every live context.
+    pub(crate) fn reclaim_all() {
+        let live: Vec<Arc<Context>> = LIVE.lock().iter().filter_map(Weak::upgrade).collect();
+        for c in live {
+            c.reclaim();
+        }
+    }
+
     pub(crate) fn reclaim(&self) {
         let queues: Vec<Arc<Queue>> = self
             .queues
