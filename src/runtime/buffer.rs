@@ -589,7 +589,9 @@ fn reuse(ctx: &Context, device: &'static Device, bytes: usize) -> Option<(usize,
         if RELEASED_ALIVE.load(Ordering::Acquire) == 0 {
             return None;
         }
-        ctx.reclaim();
+        // Every context: a released buffer used on several devices is held
+        // by finished commands of each.
+        Context::reclaim_all();
         ctx.reuse_device_alloc(device, bytes)
     })
 }
