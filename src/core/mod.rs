@@ -10,5 +10,6 @@ pub mod pages;
 pub mod pool;
 pub mod registry;
 pub mod selector;
+pub mod slab;
 pub mod staging;
 pub mod trace;

@@ -34,6 +34,8 @@ pub struct Context {
     pub(crate) dev_cache: Mutex<AllocCache<CachedAlloc>>,
     /// Pinned host memory that is not host USM.
     pub(crate) pinned: Mutex<super::pinned::PinnedBlocks>,
+    /// Blocks that small coarse-grain SVM allocations are carved from.
+    pub(crate) slabs: Mutex<crate::core::slab::Slabs>,
 }
 
 /// A released buffer's device allocation kept for reuse: its base, its
@@ -123,6 +125,7 @@ impl Context {
             stagers: Mutex::new(Vec::new()),
             dev_cache: Mutex::new(AllocCache::new(cache_budget(devices))),
             pinned: Mutex::new(Default::default()),
+            slabs: Mutex::new(Default::default()),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -257,6 +260,14 @@ impl Context {
     }
 
     pub(crate) fn free_raw(&self, api: &Api, ptr: usize) {
+        if self.strategy == UsmStrategy::Svm {
+            let given = self.slabs.lock().give(ptr);
+            match given {
+                Some(None) => return,
+                Some(Some(block)) => return self.free_svm(api, block),
+                None => {}
+            }
+        }
         let p = ptr as *mut std::ffi::c_void;
         if let Some(intel) = self
             .platform
@@ -275,6 +286,16 @@ impl Context {
     }
 }
 
+impl Context {
+    pub(crate) fn free_svm(&self, api: &Api, ptr: usize) {
+        if let Some(free) = api.clSVMFree {
+            // SAFETY: a block from clSVMAlloc in this context, freed once,
+            // after the queues that could use it finished.
+            unsafe { free(self.cl, ptr as *mut std::ffi::c_void) };
+        }
+    }
+}
+
 impl Drop for Context {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
@@ -287,6 +308,9 @@ impl Drop for Context {
         self.drop_pinned();
         for c in self.dev_cache.get_mut().drain() {
             self.free_cached(api, c);
+        }
+        for block in self.slabs.get_mut().drain() {
+            self.free_svm(api, block);
         }
         // SAFETY: the context was created by clCreateContext and this is its
         // last Syrah owner; OpenCL keeps it alive for objects still using it.

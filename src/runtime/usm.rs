@@ -201,6 +201,13 @@ impl Context {
                 let a = cl_uint::try_from(align).map_err(|_| {
                     Error::invalid(format!("USM alignment {align} is too large for SVM"))
                 })?;
+                if kind == AllocKind::Device {
+                    if let Some(class) = crate::core::slab::class_of(size, align) {
+                        if let Some(p) = self.slab_alloc(f, class) {
+                            return Ok(p);
+                        }
+                    }
+                }
                 let mut flags = CL_MEM_READ_WRITE;
                 if kind != AllocKind::Device {
                     flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
@@ -213,6 +220,32 @@ impl Context {
             }
             UsmStrategy::None => Err(self.feature_error(kind, device, "no USM")),
         }
+    }
+
+    /// A slot of `class` bytes from a block of small device allocations,
+    /// making a block if none has room; None if the driver gives no block.
+    fn slab_alloc(
+        &self,
+        alloc: unsafe extern "C" fn(cl_context, cl_svm_mem_flags, usize, cl_uint) -> *mut c_void,
+        class: usize,
+    ) -> Option<*mut c_void> {
+        use crate::core::slab::{BLOCK, MAX_CLASS};
+        let mut slabs = self.slabs.lock();
+        if let Some(p) = slabs.take(class) {
+            return Some(p as *mut c_void);
+        }
+        // SAFETY: live context; a read-write block aligned to the largest
+        // slot.
+        let block = unsafe { alloc(self.cl, CL_MEM_READ_WRITE, BLOCK, MAX_CLASS as cl_uint) };
+        if block.is_null() || block as usize % MAX_CLASS != 0 {
+            if !block.is_null() {
+                if let Ok(api) = api() {
+                    self.free_svm(api, block as usize);
+                }
+            }
+            return None;
+        }
+        Some(slabs.add_block(block as usize, class) as *mut c_void)
     }
 
     /// Frees a USM allocation, first waiting for work that may use it.
