@@ -13,16 +13,17 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const BLOCK: usize = 2 << 20;
 /// The smallest slot: a page.
 pub const MIN_CLASS: usize = 4096;
-/// The largest slot; larger allocations get blocks of their own. Blocks
-/// are aligned to it, so every slot is aligned to its own size.
+/// The largest slot; larger allocations get blocks of their own.
 pub const MAX_CLASS: usize = 256 << 10;
 
 /// The slot size for `size` bytes aligned to `align`, if small enough.
+/// Blocks are aligned to [`MIN_CLASS`] (drivers may not align them more),
+/// so so are the slots, and larger alignments get blocks of their own.
 pub fn class_of(size: usize, align: usize) -> Option<usize> {
-    if size == 0 || size > MAX_CLASS || align > MAX_CLASS {
+    if size == 0 || size > MAX_CLASS || align > MIN_CLASS {
         return None;
     }
-    Some(size.max(align).max(MIN_CLASS).next_power_of_two())
+    Some(size.max(MIN_CLASS).next_power_of_two())
 }
 
 struct Block {
@@ -59,7 +60,7 @@ impl Slabs {
     }
 
     /// Adds a new block at `base` (of [`BLOCK`] bytes, aligned to
-    /// [`MAX_CLASS`]) for `class` and takes its first slot.
+    /// [`MIN_CLASS`]) for `class` and takes its first slot.
     pub fn add_block(&mut self, base: usize, class: usize) -> usize {
         let n = (BLOCK / class) as u32;
         // Lowest slots first.
@@ -129,10 +130,10 @@ mod tests {
         assert_eq!(class_of(1, 0), Some(4096));
         assert_eq!(class_of(4096, 0), Some(4096));
         assert_eq!(class_of(4097, 0), Some(8192));
-        assert_eq!(class_of(100, 65536), Some(65536));
+        assert_eq!(class_of(100, 4096), Some(4096));
+        assert_eq!(class_of(100, 8192), None);
         assert_eq!(class_of(MAX_CLASS, 0), Some(MAX_CLASS));
         assert_eq!(class_of(MAX_CLASS + 1, 0), None);
-        assert_eq!(class_of(10, MAX_CLASS * 2), None);
         assert_eq!(class_of(0, 0), None);
     }
 

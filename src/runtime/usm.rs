@@ -229,15 +229,15 @@ impl Context {
         alloc: unsafe extern "C" fn(cl_context, cl_svm_mem_flags, usize, cl_uint) -> *mut c_void,
         class: usize,
     ) -> Option<*mut c_void> {
-        use crate::core::slab::{BLOCK, MAX_CLASS};
+        use crate::core::slab::{BLOCK, MIN_CLASS};
         let mut slabs = self.slabs.lock();
         if let Some(p) = slabs.take(class) {
             return Some(p as *mut c_void);
         }
-        // SAFETY: live context; a read-write block aligned to the largest
-        // slot.
-        let block = unsafe { alloc(self.cl, CL_MEM_READ_WRITE, BLOCK, MAX_CLASS as cl_uint) };
-        if block.is_null() || block as usize % MAX_CLASS != 0 {
+        // SAFETY: live context; a read-write block with the driver's
+        // alignment, checked below.
+        let block = unsafe { alloc(self.cl, CL_MEM_READ_WRITE, BLOCK, 0) };
+        if block.is_null() || block as usize % MIN_CLASS != 0 {
             if !block.is_null() {
                 if let Ok(api) = api() {
                     self.free_svm(api, block as usize);
