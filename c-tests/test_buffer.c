@@ -88,6 +88,16 @@ static syrah_status run1(env *e, syrah_kernel *k, syrah_accessor a, size_t n, co
   return syrah_queue_submit_kernel(e->q, k, &r, &a, 1, args, v ? 2 : 1, NULL, 0, ev);
 }
 
+/* Arguments 0 and 1 bound to accessors 0 and 1. */
+static void two_accessor_args(syrah_kernel_arg *args) {
+  int i;
+  for (i = 0; i < 2; ++i) {
+    args[i].kind = SYRAH_ARG_ACCESSOR;
+    args[i].size = (size_t)i;
+    args[i].value = NULL;
+  }
+}
+
 static syrah_buffer_stats stats(syrah_buffer *b) {
   syrah_buffer_stats s;
   memset(&s, 0, sizeof s);
@@ -682,11 +692,7 @@ static void test_dependencies(const syrah_device *d) {
   for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.twice, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
   accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
-  args[0].kind = SYRAH_ARG_ACCESSOR;
-  args[0].size = 0;
-  args[0].value = NULL;
-  args[1] = args[0];
-  args[1].size = 1;
+  two_accessor_args(args);
   EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &hb, (void **)&p));
   for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 9;
@@ -782,11 +788,7 @@ static void test_without_events(const syrah_device *d) {
   /* Another queue reads a after them: b = a + 1 there. */
   accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
   accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
-  args[0].kind = SYRAH_ARG_ACCESSOR;
-  args[0].size = 0;
-  args[0].value = NULL;
-  args[1] = args[0];
-  args[1].size = 1;
+  two_accessor_args(args);
   EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 201;
@@ -1005,9 +1007,7 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
       REQUIRE_OK(syrah_buffer_create(&dd_desc, &dd));
       two[0] = a;
       two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
-      cargs[0] = args[0];
-      cargs[1] = args[0];
-      cargs[1].size = 1;
+      two_accessor_args(cargs);
       EXPECT_OK(syrah_queue_submit_kernel(e1.q, e1.copyk, &rn, two, 2, cargs, 2, NULL, 0, &k1));
     }
     for (i = 0; i < 500 && k1 && st != SYRAH_EVENT_COMPLETE; ++i) {

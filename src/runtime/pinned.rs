@@ -29,6 +29,61 @@ impl PinnedBlocks {
     }
 }
 
+/// A new buffer of `size` bytes in host memory the driver allocates
+/// (`CL_MEM_ALLOC_HOST_PTR`), mapped for reading and writing on `queue`
+/// (blocking): the memory object and its host address.
+pub(crate) fn map_pinned(
+    ctx: &Context,
+    queue: cl_command_queue,
+    size: usize,
+    what: &str,
+) -> Result<(cl_mem, *mut c_void)> {
+    let api = api()?;
+    let mut err = CL_SUCCESS;
+    // SAFETY: live context; the runtime allocates the host memory.
+    let mem = unsafe {
+        (api.clCreateBuffer)(
+            ctx.cl,
+            CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+            size,
+            std::ptr::null_mut(),
+            &mut err,
+        )
+    };
+    if mem.is_null() || err != CL_SUCCESS {
+        let mut e = Error::opencl(err, &format!("clCreateBuffer of {size} bytes of {what}"));
+        if err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY {
+            e.status = Status::OutOfHostMemory;
+        }
+        return Err(e);
+    }
+    // SAFETY: a blocking map of the whole new buffer on a live queue of its
+    // context.
+    let host = unsafe {
+        (api.clEnqueueMapBuffer)(
+            queue,
+            mem,
+            CL_TRUE,
+            CL_MAP_READ | CL_MAP_WRITE,
+            0,
+            size,
+            0,
+            std::ptr::null(),
+            std::ptr::null_mut(),
+            &mut err,
+        )
+    };
+    if host.is_null() || err != CL_SUCCESS {
+        // SAFETY: created above, not mapped, released once.
+        unsafe { (api.clReleaseMemObject)(mem) };
+        return Err(Error::opencl(
+            err,
+            &format!("clEnqueueMapBuffer of {size} bytes of {what}"),
+        ));
+    }
+    Ok((mem, host))
+}
+
 impl Context {
     /// Allocates `size` bytes of pinned host memory (see the module's doc).
     pub fn pinned_alloc(&self, size: usize) -> Result<*mut c_void> {
@@ -69,51 +124,7 @@ impl Context {
                 q
             }
         };
-        let mut err = CL_SUCCESS;
-        // SAFETY: live context; the runtime allocates the host memory.
-        let mem = unsafe {
-            (api.clCreateBuffer)(
-                self.cl,
-                CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
-                size,
-                std::ptr::null_mut(),
-                &mut err,
-            )
-        };
-        if mem.is_null() || err != CL_SUCCESS {
-            let mut e = Error::opencl(
-                err,
-                &format!("clCreateBuffer of {size} bytes of pinned host memory"),
-            );
-            if err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY {
-                e.status = Status::OutOfHostMemory;
-            }
-            return Err(e);
-        }
-        // SAFETY: a blocking map of the whole new buffer on the context's
-        // mapping queue.
-        let host = unsafe {
-            (api.clEnqueueMapBuffer)(
-                queue,
-                mem,
-                CL_TRUE,
-                CL_MAP_READ | CL_MAP_WRITE,
-                0,
-                size,
-                0,
-                std::ptr::null(),
-                std::ptr::null_mut(),
-                &mut err,
-            )
-        };
-        if host.is_null() || err != CL_SUCCESS {
-            // SAFETY: created above, not mapped, released once.
-            unsafe { (api.clReleaseMemObject)(mem) };
-            return Err(Error::opencl(
-                err,
-                &format!("clEnqueueMapBuffer of {size} bytes of pinned host memory"),
-            ));
-        }
+        let (mem, host) = map_pinned(self, queue, size, "pinned host memory")?;
         pinned.blocks.insert(host as usize, (size, mem as usize));
         Ok(host)
     }

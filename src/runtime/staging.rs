@@ -64,42 +64,9 @@ impl Stager {
             slots: Vec::with_capacity(SLOTS),
         };
         for _ in 0..SLOTS {
-            // SAFETY: live context; the runtime allocates the host memory.
-            let mem = unsafe {
-                (api.clCreateBuffer)(
-                    ctx.cl,
-                    CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
-                    CHUNK,
-                    std::ptr::null_mut(),
-                    &mut err,
-                )
-            };
-            if mem.is_null() || err != CL_SUCCESS {
-                return Err(Error::opencl(
-                    err,
-                    &format!("clCreateBuffer of a {CHUNK}-byte pinned staging chunk"),
-                ));
-            }
-            // SAFETY: a blocking map of the whole new buffer on this queue.
-            let host = unsafe {
-                (api.clEnqueueMapBuffer)(
-                    queue,
-                    mem,
-                    CL_TRUE,
-                    CL_MAP_READ | CL_MAP_WRITE,
-                    0,
-                    CHUNK,
-                    0,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                    &mut err,
-                )
-            };
-            if host.is_null() || err != CL_SUCCESS {
-                // SAFETY: the buffer was created above and is not mapped.
-                unsafe { (api.clReleaseMemObject)(mem) };
-                return Err(Error::opencl(err, "clEnqueueMapBuffer of a staging chunk"));
-            }
+            // On failure the chunks made so far go with `st`.
+            let (mem, host) =
+                super::pinned::map_pinned(ctx, queue, CHUNK, "a pinned staging chunk")?;
             st.slots.push(Slot {
                 mem,
                 host: host.cast(),
