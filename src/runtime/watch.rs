@@ -2,15 +2,16 @@
 //!
 //! Drivers call completion callbacks late: NVIDIA's come 1-2 ms after the
 //! command finished. So besides registering the callback, a watcher thread
-//! looks at the status of the commands being watched every 50 µs while
-//! there are any (and sleeps otherwise); whichever sees the completion
-//! first runs the work, exactly once.
+//! looks at the status of the oldest commands being watched every 50 µs
+//! while there are any (and sleeps otherwise); whichever sees the
+//! completion first runs the work, exactly once.
 
 use super::event::{Continuation, Event};
 use crate::core::error::Result;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::api;
 use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,17 +33,22 @@ impl Once {
 }
 
 struct Watched {
-    pending: Mutex<Vec<(Arc<Event>, Arc<Once>)>>,
+    /// Oldest first.
+    pending: Mutex<VecDeque<(Arc<Event>, Arc<Once>)>>,
     wake: Condvar,
 }
 
 static WATCHED: Watched = Watched {
-    pending: Mutex::new(Vec::new()),
+    pending: Mutex::new(VecDeque::new()),
     wake: Condvar::new(),
 };
 
 /// How often the watcher looks while commands are watched.
 const POLL: Duration = Duration::from_micros(50);
+/// Commands asked about per look, oldest first (work on many commands
+/// in flight must not keep a core busy with status queries; the rest
+/// still have their driver callbacks).
+const PER_LOOK: usize = 64;
 
 fn watcher_started() -> bool {
     static STARTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -62,16 +68,23 @@ fn watch_loop() {
             while pending.is_empty() {
                 WATCHED.wake.wait(&mut pending);
             }
-            pending.retain(|(ev, once)| {
+            let mut waiting = Vec::new();
+            for _ in 0..PER_LOOK {
+                let Some((ev, once)) = pending.pop_front() else {
+                    break;
+                };
                 if once.taken() {
-                    false
-                } else if ev.is_done() {
-                    ready.push(once.clone());
-                    false
-                } else {
-                    true
+                    continue;
                 }
-            });
+                if ev.is_done() {
+                    ready.push(once);
+                } else {
+                    waiting.push((ev, once));
+                }
+            }
+            for w in waiting.into_iter().rev() {
+                pending.push_front(w);
+            }
         }
         for once in ready.drain(..) {
             once.run();
@@ -112,7 +125,7 @@ pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
         drop(unsafe { Arc::from_raw(raw as *const Once) });
     }
     if watcher_started() {
-        WATCHED.pending.lock().push((ev.clone(), once));
+        WATCHED.pending.lock().push_back((ev.clone(), once));
         WATCHED.wake.notify_one();
     } else if rc != CL_SUCCESS {
         // Neither a callback nor the watcher: wait here (the outcome is
