@@ -12,9 +12,12 @@
  *            has signalled it (the function runs on that thread).
  * For each: host microseconds per submission, and wall microseconds per
  * command from the first submission until the last has finished. The
- * kernels add 1 to every element, so the result is checked exactly.
+ * kernels add 1 to every element, so the result is checked exactly. The
+ * kernel chains run `rounds` times, Syrah and raw alternating, and report
+ * medians (with the median of the per-round differences): machines drift
+ * between runs by more than the differences measured.
  *
- * usage: bench_chains P.D [commands] */
+ * usage: bench_chains P.D [commands] [rounds] */
 #include "bench_common.h"
 
 #include <pthread.h>
@@ -28,7 +31,7 @@ typedef struct {
   int ok;
 } result;
 
-static int commands = 10000;
+static int commands = 10000, rounds = 3;
 
 /* Raw kernel chain on an in-order queue; `svm` passes an SVM pointer. */
 static void raw_kernels(unsigned p, unsigned d, int svm, result *r) {
@@ -253,14 +256,41 @@ static void sy_host(const char *spec, result *r) {
 
 static const char *spec_json = "", *name_json = "";
 
-static void row(const char *what, const result *sy, const result *raw) {
-  printf("| %s | %.2f | %.2f | %+.2f | %.2f | %.2f | %s |\n", what, sy->submit_us, raw->submit_us,
-         sy->submit_us - raw->submit_us, sy->wall_us, raw->wall_us, sy->ok && raw->ok ? "ok" : "WRONG");
+static void row(const char *what, const result *sy, const result *raw, double diff, int n) {
+  printf("| %s | %.2f | %.2f | %+.2f | %.2f | %.2f | %d | %s |\n", what, sy->submit_us, raw->submit_us, diff,
+         sy->wall_us, raw->wall_us, n, sy->ok && raw->ok ? "ok" : "WRONG");
   bench_json("{\"bench\":\"chains\",\"device\":\"%s\",\"device_name\":\"%s\",\"chain\":\"%s\","
-             "\"commands\":%d,\"syrah_submit_us\":%.4f,\"raw_submit_us\":%.4f,\"syrah_wall_us\":%.4f,"
-             "\"raw_wall_us\":%.4f,\"ok\":%s}",
-             spec_json, name_json, what, commands, sy->submit_us, raw->submit_us, sy->wall_us, raw->wall_us,
+             "\"commands\":%d,\"rounds\":%d,\"syrah_submit_us\":%.4f,\"raw_submit_us\":%.4f,"
+             "\"submit_difference_us\":%.4f,\"syrah_wall_us\":%.4f,\"raw_wall_us\":%.4f,\"ok\":%s}",
+             spec_json, name_json, what, commands, n, sy->submit_us, raw->submit_us, diff, sy->wall_us, raw->wall_us,
              sy->ok && raw->ok ? "true" : "false");
+}
+
+/* Runs a kernel chain `rounds` times, Syrah then raw each round; `sy` and
+ * `raw` receive the medians, the result the median per-round difference. */
+static double alternate(void (*syf)(const char *, result *), const char *spec, unsigned p, unsigned d, int svm,
+                        result *sy, result *raw) {
+  double ss[16], sw[16], rs[16], rw[16], df[16];
+  int i, n = rounds < 16 ? rounds : 16, ok = 1;
+  for (i = 0; i < n; ++i) {
+    result a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    syf(spec, &a);
+    raw_kernels(p, d, svm, &b);
+    ss[i] = a.submit_us;
+    sw[i] = a.wall_us;
+    rs[i] = b.submit_us;
+    rw[i] = b.wall_us;
+    df[i] = a.submit_us - b.submit_us;
+    ok &= a.ok && b.ok;
+  }
+  sy->submit_us = median(ss, n);
+  sy->wall_us = median(sw, n);
+  raw->submit_us = median(rs, n);
+  raw->wall_us = median(rw, n);
+  sy->ok = raw->ok = ok;
+  return median(df, n);
 }
 
 int main(int argc, char **argv) {
@@ -271,8 +301,9 @@ int main(int argc, char **argv) {
   memset(&s_usm, 0, sizeof s_usm);
   memset(&r_usm, 0, sizeof r_usm);
   if (argc > 2) commands = atoi(argv[2]);
-  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || commands < 1) {
-    fprintf(stderr, "usage: bench_chains P.D [commands]\n");
+  if (argc > 3) rounds = atoi(argv[3]);
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || commands < 1 || rounds < 1 || rounds > 16) {
+    fprintf(stderr, "usage: bench_chains P.D [commands] [rounds, 1 to 16]\n");
     return 2;
   }
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
@@ -282,20 +313,21 @@ int main(int argc, char **argv) {
   spec_json = argv[1];
   name_json = name;
   printf("## Chains of %d commands, device %s (%s, USM %s)\n\n", commands, argv[1], name, strategy);
+  printf("Medians over the rounds, Syrah and raw alternating; difference: median of the rounds' differences.\n\n");
   printf("| chain | Syrah submit µs | raw submit µs | difference µs | Syrah wall µs per command | raw wall µs per "
-         "command | result |\n|---|---|---|---|---|---|---|\n");
+         "command | rounds | result |\n|---|---|---|---|---|---|---|---|\n");
   if (strcmp(strategy, "none") == 0) {
-    printf("| usm | skipped: the device has no USM | | | | | |\n");
+    printf("| usm | skipped: the device has no USM | | | | | | |\n");
   } else {
-    sy_usm(argv[1], &s_usm);
-    raw_kernels(p, d, strcmp(strategy, "svm") == 0, &r_usm);
-    row("in-order USM kernels", &s_usm, &r_usm);
+    double diff = alternate(sy_usm, argv[1], p, d, strcmp(strategy, "svm") == 0, &s_usm, &r_usm);
+    row("in-order USM kernels", &s_usm, &r_usm, diff, rounds);
   }
-  sy_buffer(argv[1], &s_buf);
-  raw_kernels(p, d, 0, &r_buf);
-  row("kernels through one buffer", &s_buf, &r_buf);
+  {
+    double diff = alternate(sy_buffer, argv[1], p, d, 0, &s_buf, &r_buf);
+    row("kernels through one buffer", &s_buf, &r_buf, diff, rounds);
+  }
   sy_host(argv[1], &s_host);
   raw_host(p, d, &r_host);
-  row("host tasks", &s_host, &r_host);
+  row("host tasks", &s_host, &r_host, s_host.submit_us - r_host.submit_us, 1);
   return !(s_buf.ok && r_buf.ok && s_host.ok && r_host.ok && (strcmp(strategy, "none") == 0 || (s_usm.ok && r_usm.ok)));
 }
