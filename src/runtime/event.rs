@@ -37,6 +37,9 @@ pub struct Event {
     failure: Mutex<Option<Error>>,
     /// For user events: set once completed by hand.
     user_done: AtomicBool,
+    /// For commands: set once the driver said the command ended, so that
+    /// nobody asks again (drivers charge microseconds per query).
+    finished: AtomicBool,
     /// Enqueued behind something that may not finish soon (an unfinished
     /// user event, or a command itself gated).
     gated: AtomicBool,
@@ -115,6 +118,7 @@ impl Event {
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
             internal: AtomicBool::new(false),
@@ -330,7 +334,14 @@ impl Event {
         if self.user {
             return self.user_done.load(Ordering::Acquire);
         }
-        self.raw_status().map_or(true, |s| s <= CL_COMPLETE)
+        if self.finished.load(Ordering::Acquire) {
+            return true;
+        }
+        let done = self.raw_status().map_or(true, |s| s <= CL_COMPLETE);
+        if done {
+            self.finished.store(true, Ordering::Release);
+        }
+        done
     }
 
     /// Whether waiting on this event may take indefinitely long: an
