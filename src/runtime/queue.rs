@@ -170,6 +170,11 @@ impl Lane {
         }
     }
 
+    /// Whether a command put on the lane waits behind nothing indefinite.
+    fn usable(&self) -> bool {
+        !self.gated || self.tail.as_ref().is_none_or(|t| t.is_done())
+    }
+
     /// The first tracked command at or after place `seq` that waits for
     /// nothing indefinite (see `points`); None when there is none yet.
     fn covering(&self, seq: u64) -> Option<(u64, Arc<Event>)> {
@@ -439,15 +444,17 @@ impl Queue {
         ev.is_done()
     }
 
-    /// Enqueues a command nobody asked an event for on an in-order queue
-    /// without asking OpenCL for one: drivers charge microseconds per event
-    /// and per status query. The lane keeps `keep` until a marker or a
-    /// later tracked command stands for the command, which happens when
-    /// something off the lane must wait for it (see [`LanePos::event`]),
-    /// at a queue wait, or every [`QUIET_RUN`] such commands. Falls back to
-    /// `submit` (returning its event) when the command must be tracked:
-    /// tracing, a dependency that may block or belongs to another context,
-    /// or an out-of-order queue.
+    /// Enqueues a command nobody asked an event for without asking OpenCL
+    /// for one: drivers charge microseconds per event and per status query.
+    /// It goes on the lane of the commands at `on_lanes` it follows (an
+    /// in-order queue has one lane), or on a lane picked as for any command.
+    /// The lane keeps `keep` until a marker or a later tracked command
+    /// stands for the command, which happens when something off the lane
+    /// must wait for it (see [`LanePos::event`]), at a queue wait, or every
+    /// [`QUIET_RUN`] such commands. Falls back to `submit` (returning its
+    /// event) when the command must be tracked: tracing, a dependency that
+    /// may block or belongs to another context, or a lane to follow that
+    /// waits behind a gate.
     pub(crate) fn submit_quiet(
         &self,
         deps: &[Arc<Event>],
@@ -490,7 +497,9 @@ impl Queue {
                 (true, true, ..) => Some(0),
                 (true, false, Some(Some(g)), None) => Some(g),
                 (true, false, Some(Some(g)), Some(f)) => (lanes.list[g].id == f).then_some(g),
-                (true, false, _, Some(f)) => at(&lanes, f),
+                // Not behind a gated command: the tracked path waits for
+                // the commands followed through the marker before it.
+                (true, false, _, Some(f)) => at(&lanes, f).filter(|&i| lanes.list[i].usable()),
                 (true, false, _, None) => Some(self.pick_lane(&mut lanes, &all, false)?),
             };
             if let Some(i) = chosen {
@@ -589,7 +598,7 @@ impl Queue {
         }) {
             return Ok(i);
         }
-        let usable = |l: &Lane| !l.gated || l.tail.as_ref().is_none_or(|t| t.is_done());
+        let usable = Lane::usable;
         // Behind an unfinished dependency that ran on a lane of this queue,
         // when nothing gated came after it there: the lane's order then
         // covers the wait. (A finished one places nothing.)
