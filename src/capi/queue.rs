@@ -316,7 +316,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         // Cheap checks first, so a bad launch moves no data.
         // SAFETY: forwarded contract.
         unsafe { check_args(args, arg_count, reqs.len()) }?;
-        q.precheck(k, &nd, arg_count)?;
+        let kinfo = q.precheck(k, &nd, arg_count)?;
         // SAFETY: forwarded contract.
         let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
         // Transfers for the accessors and the kernel share one lane.
@@ -339,7 +339,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         // With no event asked for, the command may go without one: later
         // accesses find it by its place on its lane.
         let want_event = !out_event.is_null() || prepared.iter().any(|p| p.eventful);
-        let done = q.launch(k, &nd, &a, &deps, &on_lanes, keep, want_event)?;
+        let done = q.launch(k, &kinfo, &nd, &a, &deps, &on_lanes, keep, want_event)?;
         q.commit_submitted(&prepared, &done);
         if let Submitted::Event(ev) = done {
             // SAFETY: forwarded contract.

@@ -1450,6 +1450,9 @@ impl Queue {
     /// Records a command that used prepared accessors, with or without its
     /// event.
     pub fn commit_submitted(&self, prepared: &[Prepared], done: &Submitted) {
+        if prepared.is_empty() {
+            return;
+        }
         let (token, lane) = match done {
             Submitted::Event(e) => (Token::Cmd(e.clone()), e.lane.load(Ordering::Acquire)),
             Submitted::Quiet(p) => (Token::Lane(p.clone()), p.lane),

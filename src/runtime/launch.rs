@@ -68,11 +68,13 @@ impl Queue {
 
     /// Launches `kernel` over `range` with `args` after `deps` and after
     /// the commands of this queue at `on_lanes` (see
-    /// [`Queue::prepare_accesses_at`]).
+    /// [`Queue::prepare_accesses_at`]); `kinfo` is what
+    /// [`Queue::precheck`] returned for this kernel, range and arguments.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &self,
         kernel: &Kernel,
+        kinfo: &KernelDeviceInfo,
         range: &NdRange,
         args: &[Arg<'_>],
         deps: &[Arc<Event>],
@@ -81,7 +83,6 @@ impl Queue {
         want_event: bool,
     ) -> Result<Submitted> {
         let api = api()?;
-        let kinfo = self.precheck(kernel, range, args.len())?;
         let mut dynamic = Vec::new();
         for (i, a) in args.iter().enumerate() {
             match a {
