@@ -98,6 +98,14 @@ def plots(records, out):
         return []
     made = []
     devices = sorted({r["device"] for r in records})
+
+    def save(fig, file):
+        fig.tight_layout()
+        path = os.path.join(out, file)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
     for dev in devices:
         bw = [r for r in records if r["bench"] == "bandwidth" and r["device"] == dev]
         if bw:
@@ -116,11 +124,7 @@ def plots(records, out):
                 ax.set_title(f"{d}")
                 style(ax, "bytes", "GB/s")
             fig.suptitle(f"Bandwidth, device {dev} ({name})")
-            fig.tight_layout()
-            path = os.path.join(out, f"bandwidth_{dev}.png")
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            made.append(path)
+            made.append(save(fig, f"bandwidth_{dev}.png"))
         dag = sorted((r for r in records if r["bench"] == "dag" and r["device"] == dev), key=lambda r: r["submissions"])
         if dag:
             name = dag[0].get("device_name", dev)
@@ -136,11 +140,7 @@ def plots(records, out):
             a3.plot(xs, [r.get("raw_inflight", 0) for r in dag], "--", label="raw run")
             style(a3, "submissions", "commands in flight")
             fig.suptitle(f"DAG scaling, device {dev} ({name})")
-            fig.tight_layout()
-            path = os.path.join(out, f"dag_{dev}.png")
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            made.append(path)
+            made.append(save(fig, f"dag_{dev}.png"))
         sub = sorted((r for r in records if r["bench"] == "submit" and r["device"] == dev), key=lambda r: r["submissions"])
         if sub:
             name = sub[0].get("device_name", dev)
@@ -151,11 +151,7 @@ def plots(records, out):
             ax.plot(xs, [r["raw_svm_us"] for r in sub], ":", marker="o", label="raw OpenCL, SVM pointers")
             style(ax, "submissions", "µs per submission (batch mean)")
             ax.set_title(f"Submission cost, device {dev} ({name})")
-            fig.tight_layout()
-            path = os.path.join(out, f"submit_{dev}.png")
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            made.append(path)
+            made.append(save(fig, f"submit_{dev}.png"))
     return made
 
 

@@ -56,17 +56,6 @@ static void env_close(env *e) {
   if (e->ctx) syrah_context_release(e->ctx);
 }
 
-static syrah_buffer_desc desc1(size_t n, void *host, syrah_host_ownership own) {
-  syrah_buffer_desc d;
-  memset(&d, 0, sizeof d);
-  d.element_size = sizeof(int);
-  d.dimensions = 1;
-  d.range[0] = n;
-  d.host_pointer = host;
-  d.ownership = own;
-  return d;
-}
-
 static syrah_accessor acc1(syrah_buffer *b, syrah_access_mode m, size_t off, size_t n) {
   syrah_accessor a;
   memset(&a, 0, sizeof a);
@@ -109,7 +98,7 @@ static void test_basics(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, seven = 7;
   syrah_buffer *b = NULL;
-  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer_desc bd = t_desc1(N, host, SYRAH_HOST_WRITE_BACK);
   syrah_host_accessor *ha = NULL;
   syrah_buffer_stats s;
   syrah_buffer_info info;
@@ -331,7 +320,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *other = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = 3;
   syrah_buffer *b = NULL;
-  syrah_buffer_desc bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  syrah_buffer_desc bd = t_desc1(N, NULL, SYRAH_HOST_NONE);
   syrah_host_accessor *ha = NULL;
   if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
     T_FAIL("setup: %s", syrah_last_error_message());
@@ -356,7 +345,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
 
   /* Copy-in: the memory may be reused at once; nothing comes back. */
   for (i = 0; i < N; ++i) host[i] = 10;
-  bd = desc1(N, host, SYRAH_HOST_COPY_IN);
+  bd = t_desc1(N, host, SYRAH_HOST_COPY_IN);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   for (i = 0; i < N; ++i) host[i] = 99; /* reused at once */
   EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
@@ -372,7 +361,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
    * accessor that writes, and one that only reads, both see the device's
    * data in a private copy. */
   for (i = 0; i < N; ++i) host[i] = 5;
-  bd = desc1(N, host, SYRAH_HOST_READ_ONLY);
+  bd = t_desc1(N, host, SYRAH_HOST_READ_ONLY);
   {
     static const syrah_access_mode modes[2] = {SYRAH_ACCESS_READ_WRITE, SYRAH_ACCESS_READ};
     int m;
@@ -410,7 +399,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   bd.page_size[0] = 0;
 
   /* Write-back turned off. */
-  bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  bd = t_desc1(N, host, SYRAH_HOST_WRITE_BACK);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_set_write_back(b, false));
@@ -428,21 +417,21 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   EXPECT_TRUE(ok);
 
   /* Creation errors. */
-  bd = desc1(N, NULL, SYRAH_HOST_WRITE_BACK);
+  bd = t_desc1(N, NULL, SYRAH_HOST_WRITE_BACK);
   EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_NULL_ARGUMENT, "host_pointer");
-  bd = desc1(N, host, SYRAH_HOST_NONE);
+  bd = t_desc1(N, host, SYRAH_HOST_NONE);
   EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "SYRAH_HOST_NONE");
-  bd = desc1(N, host, 17);
+  bd = t_desc1(N, host, 17);
   EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "ownership 17");
-  bd = desc1(0, NULL, SYRAH_HOST_NONE);
+  bd = t_desc1(0, NULL, SYRAH_HOST_NONE);
   EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "empty dimension");
-  bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  bd = t_desc1(N, NULL, SYRAH_HOST_NONE);
   bd.element_size = 0;
   EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "element size is 0");
-  bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  bd = t_desc1(N, NULL, SYRAH_HOST_NONE);
   bd.dimensions = 4;
   EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_INVALID_ARGUMENT, "not 4");
-  bd = desc1(N, host, SYRAH_HOST_SHARED);
+  bd = t_desc1(N, host, SYRAH_HOST_SHARED);
   EXPECT_ERR(syrah_buffer_create(&bd, &b), SYRAH_ERROR_NULL_ARGUMENT, "still_shared");
   EXPECT_ERR(syrah_buffer_create(NULL, &b), SYRAH_ERROR_NULL_ARGUMENT, "desc");
   env_close(&e);
@@ -461,12 +450,12 @@ static void test_reuse(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = 7;
   syrah_buffer *b = NULL, *c = NULL, *other = NULL;
-  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_COPY_IN), od = desc1(N / 2, NULL, SYRAH_HOST_NONE);
+  syrah_buffer_desc bd = t_desc1(N, host, SYRAH_HOST_COPY_IN), od = t_desc1(N / 2, NULL, SYRAH_HOST_NONE);
   syrah_host_accessor *ha = NULL;
   void *first = NULL, *second = NULL, *third = NULL;
   {
     /* Large host storage of the default allocator is reused too. */
-    syrah_buffer_desc hd = desc1(1 << 19, NULL, SYRAH_HOST_NONE);
+    syrah_buffer_desc hd = t_desc1(1 << 19, NULL, SYRAH_HOST_NONE);
     int *h1 = NULL, *h2 = NULL;
     REQUIRE_OK(syrah_buffer_create(&hd, &b));
     EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_DISCARD_WRITE, NULL, NULL, &ha, (void **)&h1));
@@ -519,7 +508,7 @@ static void test_partial_discard(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = -1;
   syrah_buffer *b = NULL;
-  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer_desc bd = t_desc1(N, host, SYRAH_HOST_WRITE_BACK);
   syrah_buffer_stats s;
   syrah_host_accessor *ha = NULL;
   if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
@@ -592,7 +581,7 @@ static void test_shared_and_allocators(const syrah_device *d) {
   /* Shared: the callback decides at release. */
   still_shared_calls = 0;
   for (i = 0; i < N; ++i) host[i] = 1;
-  bd = desc1(N, host, SYRAH_HOST_SHARED);
+  bd = t_desc1(N, host, SYRAH_HOST_SHARED);
   bd.still_shared = still_shared;
   bd.shared_user_data = &still_shared_answer;
   still_shared_answer = true;
@@ -617,7 +606,7 @@ static void test_shared_and_allocators(const syrah_device *d) {
   alloc.deallocate = count_free;
   alloc.release = count_release;
   alloc.user_data = &cnt;
-  bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  bd = t_desc1(N, NULL, SYRAH_HOST_NONE);
   bd.allocator = &alloc;
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   EXPECT_EQ(cnt.allocs, 0);
@@ -673,7 +662,7 @@ static void test_dependencies(const syrah_device *d) {
   env e;
   int *p = NULL, i, ok, one = 1;
   syrah_buffer *a = NULL, *b = NULL;
-  syrah_buffer_desc bd = desc1(N, NULL, SYRAH_HOST_NONE);
+  syrah_buffer_desc bd = t_desc1(N, NULL, SYRAH_HOST_NONE);
   syrah_host_accessor *ha = NULL, *hb = NULL;
   syrah_event *k = NULL, *k2 = NULL;
   syrah_event_status st = 0;
@@ -768,7 +757,7 @@ static void test_without_events(const syrah_device *d) {
   env e;
   syrah_queue *q2 = NULL;
   syrah_buffer *a = NULL, *b = NULL, *c = NULL;
-  syrah_buffer_desc bd = desc1(M, NULL, SYRAH_HOST_NONE), cd = desc1(M, home, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE), cd = t_desc1(M, home, SYRAH_HOST_WRITE_BACK);
   syrah_host_accessor *ha = NULL;
   syrah_accessor accs[2];
   syrah_kernel_arg args[2];
@@ -893,7 +882,7 @@ static void test_pinned(const syrah_device *d) {
   EXPECT_OK(syrah_get_pointer_type(e.ctx, pin, &t));
   EXPECT_EQ(t, t_has(d, SYRAH_ASPECT_USM_HOST_ALLOCATIONS) ? SYRAH_USM_ALLOC_HOST : SYRAH_USM_ALLOC_UNKNOWN);
   for (i = 0; i < M; ++i) pin[i] = i;
-  bd = desc1(M, pin, SYRAH_HOST_WRITE_BACK);
+  bd = t_desc1(M, pin, SYRAH_HOST_WRITE_BACK);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   st = stats(b);
@@ -927,7 +916,7 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, ok;
   size_t i;
   syrah_buffer *b = NULL;
-  syrah_buffer_desc bd = desc1(N, host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer_desc bd = t_desc1(N, host, SYRAH_HOST_WRITE_BACK);
   syrah_host_accessor *ha = NULL;
   syrah_buffer_stats s;
   const size_t half = N / 2 * sizeof(int);
@@ -988,7 +977,7 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
     syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0);
     const syrah_event *deps[1];
     int pitch = 0;
-    bd = desc1(N, host, SYRAH_HOST_COPY_IN);
+    bd = t_desc1(N, host, SYRAH_HOST_COPY_IN);
     REQUIRE_OK(syrah_buffer_create(&bd, &c));
     REQUIRE_OK(syrah_user_event_create(e2.ctx, &gate));
     a.buffer = c;
@@ -1003,7 +992,7 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
       syrah_accessor two[2];
       syrah_kernel_arg cargs[2];
       syrah_range rn = syrah_range_1d(N);
-      syrah_buffer_desc dd_desc = desc1(N, NULL, SYRAH_HOST_NONE);
+      syrah_buffer_desc dd_desc = t_desc1(N, NULL, SYRAH_HOST_NONE);
       REQUIRE_OK(syrah_buffer_create(&dd_desc, &dd));
       two[0] = a;
       two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);

@@ -90,12 +90,7 @@ static void test_buffer(const syrah_device *d, syrah_context *ctx, syrah_kernel 
   uint32_t *p = NULL;
   REQUIRE_OK(syrah_queue_create(ctx, d, 0, NULL, NULL, &q));
   fill(host, WORDS, 5);
-  memset(&bd, 0, sizeof bd);
-  bd.element_size = 4;
-  bd.dimensions = 1;
-  bd.range[0] = WORDS;
-  bd.host_pointer = host;
-  bd.ownership = SYRAH_HOST_WRITE_BACK;
+  bd = t_desc1(WORDS, host, SYRAH_HOST_WRITE_BACK);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   /* To the device for a kernel, home for a host accessor. */
   EXPECT_OK(t_launch_rw(q, k, b, WORDS, 3, NULL));

@@ -50,10 +50,7 @@ static void workload(const syrah_device *d) {
   REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
   REQUIRE_OK(syrah_kernel_create(prog, "setv", &setv));
   REQUIRE_OK(syrah_kernel_create(prog, "addv", &addv));
-  memset(&bd, 0, sizeof bd);
-  bd.element_size = sizeof(int);
-  bd.dimensions = 1;
-  bd.range[0] = N;
+  bd = t_desc1(N, NULL, SYRAH_HOST_NONE);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   REQUIRE_OK(syrah_buffer_create(&bd, &c));
   EXPECT_OK(t_launch_rw(q, setv, b, N, 5, NULL));

@@ -121,6 +121,19 @@ static inline void t_for_each_device(t_device_fn fn) {
   t_device = "";
 }
 
+/* A 1D buffer of `n` 4-byte elements over `host` (may be NULL) with
+ * ownership `own`. */
+static inline syrah_buffer_desc t_desc1(size_t n, void *host, syrah_host_ownership own) {
+  syrah_buffer_desc d;
+  memset(&d, 0, sizeof d);
+  d.element_size = 4;
+  d.dimensions = 1;
+  d.range[0] = n;
+  d.host_pointer = host;
+  d.ownership = own;
+  return d;
+}
+
 /* An accessor over the whole of `b` with mode `m`. */
 static inline syrah_accessor t_whole(syrah_buffer *b, syrah_access_mode m) {
   syrah_accessor a;
