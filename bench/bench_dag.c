@@ -64,15 +64,6 @@ static group next_group(long i) {
   return g;
 }
 
-static double rss_mib(void) {
-  long pages = 0, resident = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-  fclose(f);
-  return (double)resident * 4096.0 / (1 << 20);
-}
-
 /* The expected contents: +1 at each group's first element. */
 static int *model(void) {
   int *m = (int *)calloc((size_t)buffers * ELEMS, sizeof(int));

@@ -22,15 +22,6 @@ enum { SMALL = 1000, SMALL_BYTES = 16384, KERNELS = 40, ITEMS = 1 << 16 };
 
 static int steps = 2000;
 
-static double rss_mib(void) {
-  long pages = 0, resident = 0;
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-  fclose(f);
-  return (double)resident * 4096.0 / (1 << 20);
-}
-
 static void small_allocations(raw_env *e, int svm) {
   cl_mem m[SMALL];
   void *s[SMALL];
