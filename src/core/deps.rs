@@ -63,11 +63,6 @@ impl<T: Clone> Tracker<T> {
         }
     }
 
-    /// Tokens of every recorded access overlapping `pages`, reads included.
-    pub fn overlapping(&self, pages: &Box3) -> Vec<T> {
-        self.overlapping_where(pages, |_, _| true)
-    }
-
     /// Tokens of the recorded accesses overlapping `pages` for which
     /// `pick(write, place)` holds (a copy into one place waits for every
     /// write and for any access at that place, not for reads elsewhere).
@@ -81,41 +76,16 @@ impl<T: Clone> Tracker<T> {
 
     /// Records an access, dropping those a write makes redundant.
     pub fn record(&mut self, pages: Box3, write: bool, token: T) {
-        self.record_ordered(pages, write, token, |_| false);
+        self.record_at(pages, write, token, 0, |_| false, |_, _, _| true);
     }
 
-    /// Records an access, also dropping covered earlier accesses for which
-    /// `ordered_before` holds: ones certain to finish before this one (the
-    /// same in-order lane), so that waiting for this one waits for them.
-    pub fn record_ordered(
-        &mut self,
-        pages: Box3,
-        write: bool,
-        token: T,
-        ordered_before: impl Fn(&T) -> bool,
-    ) {
-        self.record_filtered(pages, write, token, ordered_before, |_| true);
-    }
-
-    /// [`Tracker::record_ordered`], never dropping an access for which
-    /// `droppable` is false (one that is not a command, e.g. a held host
-    /// accessor, which nothing enqueued can stand in for).
-    pub fn record_filtered(
-        &mut self,
-        pages: Box3,
-        write: bool,
-        token: T,
-        ordered_before: impl Fn(&T) -> bool,
-        droppable: impl Fn(&T) -> bool,
-    ) {
-        self.record_at(pages, write, token, 0, ordered_before, |t, _, _| {
-            droppable(t)
-        });
-    }
-
-    /// [`Tracker::record_filtered`] for an access at `place`; `droppable`
-    /// sees each earlier access's token, whether it writes, and its place
-    /// (an access that did not wait for another must not drop it).
+    /// Records an access at `place` (for a buffer: which of its copies).
+    /// Earlier accesses whose pages it covers are dropped when it writes or
+    /// when `ordered_before` holds for them (ones certain to finish before
+    /// it, on the same in-order lane, so that waiting for it waits for
+    /// them), but only where `droppable(token, write, place)` holds: not
+    /// for an access that nothing enqueued can stand in for (a held host
+    /// accessor), nor for one this access did not wait for.
     pub fn record_at(
         &mut self,
         pages: Box3,
@@ -163,7 +133,7 @@ mod tests {
         assert!(t.conflicts(&b(0, 4), false).is_empty());
         assert_eq!(t.conflicts(&b(3, 5), true), vec![1]);
         assert!(t.conflicts(&b(4, 8), true).is_empty());
-        assert_eq!(t.overlapping(&b(2, 3)), vec![1]);
+        assert_eq!(t.overlapping_where(&b(2, 3), |_, _| true), vec![1]);
     }
 
     #[test]
@@ -199,12 +169,26 @@ mod tests {
         let mut t = Tracker::new();
         for i in 0..1000 {
             let lane = i % 2;
-            t.record_ordered(b(0, 4), false, (lane, i), |&(l, _)| l == lane);
+            t.record_at(
+                b(0, 4),
+                false,
+                (lane, i),
+                0,
+                |&(l, _)| l == lane,
+                |_, _, _| true,
+            );
         }
         assert_eq!(t.len(), 2);
         assert_eq!(t.conflicts(&b(0, 1), true), vec![(0, 998), (1, 999)]);
         // A read of fewer pages does not replace a wider one.
-        t.record_ordered(b(0, 1), false, (0, 1000), |&(l, _)| l == 0);
+        t.record_at(
+            b(0, 1),
+            false,
+            (0, 1000),
+            0,
+            |&(l, _)| l == 0,
+            |_, _, _| true,
+        );
         assert_eq!(t.len(), 3);
     }
 
@@ -213,7 +197,7 @@ mod tests {
         let mut t = Tracker::new();
         t.record(b(0, 4), false, 1);
         t.record(b(0, 2), false, 2);
-        t.record_filtered(b(0, 4), true, 3, |_| false, |&x| x != 2);
+        t.record_at(b(0, 4), true, 3, 0, |_| false, |&x, _, _| x != 2);
         assert_eq!(t.tokens(), vec![2, 3]);
     }
 
@@ -229,7 +213,7 @@ mod tests {
         assert_eq!(into(&t, 1), vec![1, 3]);
         assert_eq!(into(&t, 2), vec![2, 3]);
         assert_eq!(into(&t, 0), vec![3]);
-        assert_eq!(t.overlapping(&b(0, 1)), vec![1, 2]);
+        assert_eq!(t.overlapping_where(&b(0, 1), |_, _| true), vec![1, 2]);
         // A copy into place 2 covering everything waited only for writes
         // and for place 2: the read at place 1 stays for later copies
         // into place 1.

@@ -78,12 +78,6 @@ impl Slabs {
         (ptr < base + BLOCK).then_some((base, b))
     }
 
-    /// Whether `ptr` is the start of a slot.
-    pub fn is_slot(&self, ptr: usize) -> bool {
-        self.block_of(ptr)
-            .is_some_and(|(base, b)| (ptr - base) % b.class == 0)
-    }
-
     /// Gives back the slot at `ptr`. None when `ptr` starts no slot; else
     /// the base of a block to free now (one left empty while another of
     /// its class has room), or None.
@@ -171,7 +165,6 @@ mod tests {
         let second = s.add_block(b, class);
         assert_eq!(s.blocks(), 2);
         // Interior or unknown addresses are no slots.
-        assert!(!s.is_slot(a + 1));
         assert_eq!(s.give(a + 1), None);
         assert_eq!(s.give(4 * BLOCK), None);
         // A slot comes back and is handed out again (lowest block first).
