@@ -130,16 +130,14 @@ struct Lane {
     tail: Option<Arc<Event>>,
     /// The tail waits on something that may not finish soon.
     gated: bool,
-    /// Commands were enqueued after the tail without events (see
-    /// `submit_quiet`); a marker stands for them when one is needed.
-    quiet: bool,
-    /// Commands enqueued on the lane so far; the tail is command `tail_seq`.
+    /// Commands enqueued on the lane so far; the tail is command
+    /// `tail_seq`, and those after it went without events (see
+    /// `submit_quiet`): a marker stands for them when one is needed.
     seq: u64,
     tail_seq: u64,
-    /// For the commands without events since the tail: how many, what
-    /// they keep alive and the unfinished commands they waited for (whose
-    /// failure becomes theirs); the next tracked command takes these over.
-    quiet_n: usize,
+    /// For the commands without events since the tail: what they keep
+    /// alive and the unfinished commands they waited for (whose failure
+    /// becomes theirs); the next tracked command takes these over.
     quiet_keep: Vec<Held>,
     quiet_deps: SmallVec<[Arc<Event>; 4]>,
     /// The last few tracked commands of the lane that wait for nothing
@@ -160,14 +158,17 @@ impl Lane {
             cl,
             tail: None,
             gated: false,
-            quiet: false,
             seq: 0,
             tail_seq: 0,
-            quiet_n: 0,
             quiet_keep: Vec::new(),
             quiet_deps: SmallVec::new(),
             points: VecDeque::new(),
         }
+    }
+
+    /// Whether commands went on the lane without events after its tail.
+    fn quiet(&self) -> bool {
+        self.seq > self.tail_seq
     }
 
     /// Whether a command put on the lane waits behind nothing indefinite.
@@ -198,8 +199,6 @@ impl Lane {
             }
             self.points.push_back((self.seq, ev.clone()));
         }
-        self.quiet = false;
-        self.quiet_n = 0;
         let kept = std::mem::take(&mut self.quiet_keep);
         let keep = (!kept.is_empty()).then_some(Held::List(kept));
         (keep, std::mem::take(&mut self.quiet_deps))
@@ -208,7 +207,7 @@ impl Lane {
 
 /// Commands without events after which a lane gets a marker anyway, so
 /// that what they keep alive is let go soon after they finish.
-const QUIET_RUN: usize = 64;
+const QUIET_RUN: u64 = 64;
 
 struct Lanes {
     list: Vec<Lane>,
@@ -368,7 +367,7 @@ impl Queue {
         let sealed = {
             let mut lanes = self.lanes.lock();
             let mut sealed = Ok(());
-            for lane in lanes.list.iter_mut().filter(|l| l.quiet) {
+            for lane in lanes.list.iter_mut().filter(|l| l.quiet()) {
                 match self.seal_lane(lane) {
                     Ok(m) => made.push(m),
                     Err(e) => {
@@ -513,9 +512,7 @@ impl Queue {
                     .map(|d| d.cl)
                     .collect();
                 enqueue(lane.cl, &wl, std::ptr::null_mut())?;
-                lane.quiet = true;
                 lane.seq += 1;
-                lane.quiet_n += 1;
                 lane.quiet_keep.extend(keep);
                 for d in all.into_iter().filter(|d| d.passes_failure_on()) {
                     if !lane.quiet_deps.iter().any(|q| Arc::ptr_eq(q, &d)) {
@@ -529,7 +526,7 @@ impl Queue {
                     lane: lane.id,
                     seq: lane.seq,
                 };
-                let full = lane.quiet_n >= QUIET_RUN;
+                let full = lane.seq - lane.tail_seq >= QUIET_RUN;
                 drop(lanes);
                 if full {
                     // The command is enqueued whatever happens here: a
@@ -561,7 +558,7 @@ impl Queue {
             && lanes
                 .list
                 .iter()
-                .any(|l| !l.quiet && l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
+                .any(|l| !l.quiet() && l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
     }
 
     /// Makes every later command of the queue wait for `ev` (how host-side
@@ -616,7 +613,7 @@ impl Queue {
         // busy.
         if let Some(i) = (0..n).find(|&i| {
             let l = &lanes.list[i];
-            !l.quiet && l.tail.as_ref().is_none_or(|t| t.is_done())
+            !l.quiet() && l.tail.as_ref().is_none_or(|t| t.is_done())
         }) {
             if n >= self.width || i > 0 || blocking {
                 lanes.next = i + 1;
@@ -681,7 +678,7 @@ impl Queue {
         }
         // Commands without events before a gated one get a marker of their
         // own first: what waits for them must not wait for the gate.
-        let sealed_first = if blocking && lanes.list[i].quiet {
+        let sealed_first = if blocking && lanes.list[i].quiet() {
             Some(self.seal_lane(&mut lanes.list[i])?)
         } else {
             None
@@ -893,7 +890,7 @@ impl Queue {
                 // No marker could stand for the commands without events:
                 // wait for their lanes as a whole.
                 let mut kept = Vec::new();
-                for lane in self.lanes.lock().list.iter_mut().filter(|l| l.quiet) {
+                for lane in self.lanes.lock().list.iter_mut().filter(|l| l.quiet()) {
                     // SAFETY: a live queue of this Queue.
                     unsafe { (api.clFinish)(lane.cl) };
                     kept.append(&mut lane.quiet_keep);
@@ -1053,7 +1050,7 @@ impl Drop for Queue {
             // SAFETY: this Queue owns one reference to each lane; commands
             // enqueued without events finish before it goes.
             unsafe {
-                if lane.quiet {
+                if lane.quiet() {
                     (api.clFinish)(lane.cl);
                 }
                 (api.clReleaseCommandQueue)(lane.cl)
