@@ -64,6 +64,8 @@ struct Job {
 struct Pool {
     ready: Mutex<VecDeque<Arc<Job>>>,
     wake: Condvar,
+    /// Why no worker thread could be started, if none was.
+    broken: OnceLock<String>,
 }
 
 const WORKERS: usize = 2;
@@ -71,16 +73,26 @@ const WORKERS: usize = 2;
 fn pool() -> &'static Pool {
     static POOL: OnceLock<&'static Pool> = OnceLock::new();
     POOL.get_or_init(|| {
-        let p: &'static Pool = Box::leak(Box::new(Pool {
+        let pool: &'static Pool = Box::leak(Box::new(Pool {
             ready: Mutex::new(VecDeque::new()),
             wake: Condvar::new(),
+            broken: OnceLock::new(),
         }));
+        let mut started = 0;
+        let mut why = String::new();
         for i in 0..WORKERS {
-            let _ = std::thread::Builder::new()
+            match std::thread::Builder::new()
                 .name(format!("syrah-host-{i}"))
-                .spawn(move || worker(p));
+                .spawn(move || worker(pool))
+            {
+                Ok(_) => started += 1,
+                Err(e) => why = e.to_string(),
+            }
         }
-        p
+        if started == 0 {
+            let _ = pool.broken.set(why);
+        }
+        pool
     })
 }
 
@@ -108,6 +120,18 @@ fn count_down(job: Arc<Job>) {
 
 fn make_ready(job: Arc<Job>) {
     let p = pool();
+    if let Some(why) = p.broken.get() {
+        // Nothing could run it: it fails, with the reason.
+        let e = Error::new(
+            Status::OutOfHostMemory,
+            format!(
+                "{} did not run: no host-task thread could be started ({why})",
+                job.done.what
+            ),
+        );
+        finish(&job, Err(e));
+        return;
+    }
     p.ready.lock().push_back(job);
     p.wake.notify_one();
 }
@@ -135,6 +159,11 @@ fn run(job: &Job) {
             r
         }
     };
+    finish(job, result);
+}
+
+/// Releases the job's tasks and completes its event with `result`.
+fn finish(job: &Job, result: Result<()>) {
     if let Work::Tasks(tasks) = &job.work {
         for t in tasks {
             if let Some(r) = t.release {
