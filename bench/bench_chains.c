@@ -55,6 +55,7 @@ static void raw_kernels(unsigned p, unsigned d, int svm, result *r) {
     CL_OK(err);
   }
   CL_OK(clFinish(e.q));
+  calls_begin();
   t0 = now_us();
   for (i = 0; i < commands; ++i) {
     if (svm)
@@ -65,6 +66,7 @@ static void raw_kernels(unsigned p, unsigned d, int svm, result *r) {
     CL_OK(clFlush(e.q));
   }
   t1 = now_us();
+  calls_end("raw kernels", commands, (t1 - t0) / commands);
   CL_OK(clFinish(e.q));
   r->wall_us = (now_us() - t0) / commands;
   r->submit_us = (t1 - t0) / commands;
@@ -174,9 +176,11 @@ static void sy_usm(const char *spec, result *r) {
   SY_OK(syrah_queue_memcpy(e.q, m, host, sizeof host, NULL, 0, NULL));
   SY_OK(syrah_queue_wait(e.q));
   arg = syrah_arg_usm(m);
+  calls_begin();
   t0 = now_us();
   for (i = 0; i < commands; ++i) SY_OK(syrah_queue_launch(e.q, e.k, &range, &arg, 1, NULL, 0, NULL));
   t1 = now_us();
+  calls_end("Syrah USM kernels", commands, (t1 - t0) / commands);
   SY_OK(syrah_queue_wait(e.q));
   r->wall_us = (now_us() - t0) / commands;
   r->submit_us = (t1 - t0) / commands;
@@ -215,9 +219,11 @@ static void sy_buffer(const char *spec, result *r) {
   /* The first kernel moves the data; the chain then runs on the device. */
   SY_OK(syrah_queue_submit_kernel(e.q, e.k, &range, &acc, 1, &arg, 1, NULL, 0, NULL));
   SY_OK(syrah_queue_wait(e.q));
+  calls_begin();
   t0 = now_us();
   for (i = 0; i < commands; ++i) SY_OK(syrah_queue_submit_kernel(e.q, e.k, &range, &acc, 1, &arg, 1, NULL, 0, NULL));
   t1 = now_us();
+  calls_end("Syrah buffer kernels", commands, (t1 - t0) / commands);
   SY_OK(syrah_queue_wait(e.q));
   r->wall_us = (now_us() - t0) / commands;
   r->submit_us = (t1 - t0) / commands;

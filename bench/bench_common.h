@@ -5,6 +5,7 @@
 
 #include <syrah.h>
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,43 @@ static inline void bench_json(const char *fmt, ...) {
   va_end(ap);
   fputc('\n', f);
   fclose(f);
+}
+
+/* OpenCL calls counted by libsyrah_clcalls.so (bench/clcalls.c) when it
+ * is loaded: preloaded with LD_PRELOAD for the raw calls and named by
+ * SYRAH_OPENCL_LIBRARY for Syrah's. calls_begin starts a count; calls_end
+ * prints, per command of `commands`, each call made since, and how much of
+ * the `host_us` each command took was spent inside OpenCL. Both do nothing
+ * when the library is not loaded. */
+#include "clcalls.h"
+
+static inline clcalls_take_fn calls_fn(void) {
+  void *self = dlopen(NULL, RTLD_LAZY);
+  void *f = self ? dlsym(self, "clcalls_take") : NULL;
+  return (clcalls_take_fn)(size_t)f;
+}
+
+static inline void calls_begin(void) {
+  clcalls_take_fn take = calls_fn();
+  if (take) take(NULL, 0);
+}
+
+static inline void calls_end(const char *label, int commands, double host_us) {
+  clcalls_row rows[64];
+  clcalls_take_fn take = calls_fn();
+  double inside = 0;
+  int i, n;
+  if (!take) return;
+  n = take(rows, 64);
+  if (n > 64) n = 64;
+  printf("| %s | call | calls per command | µs per call |\n| --- | --- | --- | --- |\n", label);
+  for (i = 0; i < n; ++i) {
+    double per = (double)rows[i].calls / commands, us = (double)rows[i].nanoseconds / 1e3 / (double)rows[i].calls;
+    inside += per * us;
+    printf("| | %s | %.4f | %.3f |\n", rows[i].name, per, us);
+  }
+  printf("| | host µs per command: %.3f, inside OpenCL %.3f, outside %.3f | | |\n\n", host_us, inside,
+         host_us - inside);
 }
 
 /* Replaces characters that would need escaping in a JSON string. */

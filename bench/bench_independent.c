@@ -119,6 +119,7 @@ static void run_raw(unsigned p, unsigned d, int ooo, result *r) {
     if (!data[b]) exit(1);
   }
   for (i = 0; i < nq; ++i) CL_OK(clFinish(q[i]));
+  calls_begin();
   t0 = now_us();
   for (i = 0; i < kernels; ++i) {
     b = i % buffers;
@@ -130,6 +131,7 @@ static void run_raw(unsigned p, unsigned d, int ooo, result *r) {
     last[b] = ev[i];
   }
   t1 = now_us();
+  calls_end(ooo ? "raw, one out-of-order queue" : "raw, in-order queues", kernels, (t1 - t0) / kernels);
   for (i = 0; i < nq; ++i) CL_OK(clFinish(q[i]));
   r->wall_ms = (now_us() - t0) / 1e3;
   r->submit_us = (t1 - t0) / kernels;
@@ -204,12 +206,14 @@ static void run_syrah(const char *spec, result *r) {
   }
   SY_OK(syrah_queue_wait(q));
   args[1] = syrah_arg_value(&spin, sizeof spin);
+  calls_begin();
   t0 = now_us();
   for (i = 0; i < kernels; ++i) {
     acc.buffer = buf[i % buffers];
     SY_OK(syrah_queue_submit_kernel(q, k, &range, &acc, 1, args, 2, NULL, 0, &ev[i]));
   }
   t1 = now_us();
+  calls_end("Syrah", kernels, (t1 - t0) / kernels);
   SY_OK(syrah_queue_wait(q));
   r->wall_ms = (now_us() - t0) / 1e3;
   r->submit_us = (t1 - t0) / kernels;
