@@ -310,6 +310,20 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
+        if accessor_count == 0 {
+            // Nothing to move or track: the launch alone.
+            let kinfo = q.precheck(k, &nd, arg_count)?;
+            // SAFETY: forwarded contract.
+            let deps = unsafe { deps_from(dependencies, dependency_count) }?;
+            // SAFETY: forwarded contract.
+            let a = unsafe { args_from(args, arg_count, &[]) }?;
+            let done = q.launch(k, &kinfo, &nd, &a, &deps, &[], None, !out_event.is_null())?;
+            if let Submitted::Event(ev) = done {
+                // SAFETY: forwarded contract.
+                unsafe { give_event(ev, out_event) };
+            }
+            return Ok(());
+        }
         let mut buffers = SmallVec::new();
         // SAFETY: forwarded contract.
         let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;

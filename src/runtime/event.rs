@@ -43,9 +43,14 @@ pub struct Event {
     /// Enqueued behind something that may not finish soon (an unfinished
     /// user event, or a command itself gated).
     gated: AtomicBool,
-    /// The in-order lane the command ran on (0: none): commands of one lane
-    /// finish in submission order.
+    /// The in-order lane the command ran on (0: none) and its place there:
+    /// commands of one lane finish in the order of their places.
     pub lane: AtomicU64,
+    pub lane_seq: AtomicU64,
+    /// Set once the command is known to have completed without error
+    /// (CL_COMPLETE), as the driver said of it or of a later command of
+    /// its lane.
+    completed: AtomicBool,
     /// A transfer Syrah made for a command: its failure reaches the user
     /// through that command, not as an error of its own.
     pub internal: AtomicBool,
@@ -121,6 +126,8 @@ impl Event {
             finished: AtomicBool::new(false),
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
+            lane_seq: AtomicU64::new(0),
+            completed: AtomicBool::new(false),
             internal: AtomicBool::new(false),
             id: next_id(),
             bytes: AtomicU64::new(0),
@@ -145,7 +152,11 @@ impl Event {
             }
             _ => {}
         }
-        let status = self.raw_status()?;
+        let status = if self.completed.load(Ordering::Acquire) {
+            CL_COMPLETE
+        } else {
+            self.raw_status()?
+        };
         if status > CL_COMPLETE {
             return Ok(None);
         }
@@ -342,6 +353,48 @@ impl Event {
             self.finished.store(true, Ordering::Release);
         }
         done
+    }
+
+    /// True when the command completed without error (CL_COMPLETE): known
+    /// already, or asked of the driver now.
+    pub fn completed_ok(&self) -> bool {
+        match self.outcome.load(Ordering::Acquire) {
+            OUTCOME_OK => return true,
+            OUTCOME_FAILED => return false,
+            _ => {}
+        }
+        if self.completed.load(Ordering::Acquire) {
+            return true;
+        }
+        if self.user || self.finished.load(Ordering::Acquire) {
+            return false;
+        }
+        match self.raw_status() {
+            Ok(CL_COMPLETE) => {
+                self.mark_completed();
+                true
+            }
+            Ok(s) if s < 0 => {
+                self.finished.store(true, Ordering::Release);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Records that the command completed without error: a later command
+    /// of its in-order lane did.
+    pub fn mark_completed(&self) {
+        self.completed.store(true, Ordering::Release);
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// True when the command is already known to have finished (or
+    /// failed), without asking the driver.
+    pub fn known_done(&self) -> bool {
+        self.outcome.load(Ordering::Acquire) != 0
+            || self.finished.load(Ordering::Acquire)
+            || (self.user && self.user_done.load(Ordering::Acquire))
     }
 
     /// Whether waiting on this event may take indefinitely long: an

@@ -188,8 +188,10 @@ impl Lane {
     /// Makes `ev`, just enqueued, the tail; hands back what the commands
     /// without events before it kept and waited for.
     fn set_tail(&mut self, ev: &Arc<Event>, gated: bool) -> (Keep, SmallVec<[Arc<Event>; 4]>) {
-        ev.lane.store(self.id, std::sync::atomic::Ordering::Release);
         self.seq += 1;
+        ev.lane_seq
+            .store(self.seq, std::sync::atomic::Ordering::Release);
+        ev.lane.store(self.id, std::sync::atomic::Ordering::Release);
         self.tail_seq = self.seq;
         self.tail = Some(ev.clone());
         self.gated = gated;
@@ -275,6 +277,67 @@ unsafe impl Sync for Queue {}
 
 const SCAN_MIN: usize = 64;
 const FRONT_EVERY: usize = 8;
+/// True when `ev` is on a lane that `running` (from [`infer_completed`])
+/// says had not completed commands from `ev`'s place on.
+fn on_running_lane(ev: &Event, running: &[(u64, u64)]) -> bool {
+    use std::sync::atomic::Ordering::Acquire;
+    let lane = ev.lane.load(Acquire);
+    lane != 0
+        && running
+            .iter()
+            .any(|&(l, from)| l == lane && ev.lane_seq.load(Acquire) >= from)
+}
+
+/// Entries at the front of the list whose lanes are looked at together.
+const INFER_WINDOW: usize = 64;
+
+/// Asks the driver about as few commands as it can to learn which of
+/// `entries` completed. A lane finishes its commands in order, so per lane
+/// the latest command that completed (found by halving, after the first)
+/// vouches for those before it, and the earliest that had not tells that
+/// none after it had: about 2 + log2(n) questions per lane instead of one
+/// per command (drivers charge microseconds per question). Commands not on
+/// a lane, and those already known to have finished, are left out.
+/// Returns, per lane, the place from which commands had not completed
+/// (`u64::MAX` when all had).
+fn infer_completed<'a>(entries: impl Iterator<Item = &'a Entry>) -> SmallVec<[(u64, u64); 8]> {
+    use std::sync::atomic::Ordering::Acquire;
+    let mut on: Vec<(u64, u64, &Arc<Event>)> = entries
+        .map(|e| &e.event)
+        .filter(|ev| !ev.user && !ev.known_done())
+        .map(|ev| (ev.lane.load(Acquire), ev.lane_seq.load(Acquire), ev))
+        .filter(|&(lane, _, _)| lane != 0)
+        .collect();
+    on.sort_unstable_by_key(|&(lane, seq, _)| (lane, seq));
+    let mut from = SmallVec::new();
+    for same in on.chunk_by(|x, y| x.0 == y.0) {
+        let lane = same[0].0;
+        if !same[0].2.completed_ok() {
+            from.push((lane, same[0].1));
+            continue;
+        }
+        let last = same.len() - 1;
+        let (mut lo, mut hi) = (0, last);
+        if same[last].2.completed_ok() {
+            lo = last;
+        } else {
+            // completed_ok(lo) held and completed_ok(hi) did not.
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if same[mid].2.completed_ok() {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+        }
+        for (_, _, ev) in &same[..lo] {
+            ev.mark_completed();
+        }
+        from.push((lane, if lo == last { u64::MAX } else { same[hi].1 }));
+    }
+    from
+}
 
 impl Queue {
     pub fn create(
@@ -450,7 +513,8 @@ impl Queue {
     /// The lane keeps `keep` until a marker or a later tracked command
     /// stands for the command, which happens when something off the lane
     /// must wait for it (see [`LanePos::event`]), at a queue wait, or every
-    /// [`QUIET_RUN`] such commands. Falls back to `submit` (returning its
+    /// [`QUIET_RUN`] such commands that keep something (on an out-of-order
+    /// queue, every [`QUIET_RUN`] in any case). Falls back to `submit` (returning its
     /// event) when the command must be tracked: tracing, a dependency that
     /// may block or belongs to another context, or a lane to follow that
     /// waits behind a gate.
@@ -526,7 +590,12 @@ impl Queue {
                     lane: lane.id,
                     seq: lane.seq,
                 };
-                let full = lane.seq - lane.tail_seq >= QUIET_RUN;
+                // Sealed every QUIET_RUN commands to let go of what they
+                // keep and, on an out-of-order queue, to show when the lane
+                // is idle again; an in-order queue's lane holding nothing
+                // needs no marker until something asks for one.
+                let full = lane.seq - lane.tail_seq >= QUIET_RUN
+                    && !(self.in_order && lane.quiet_keep.is_empty() && lane.quiet_deps.is_empty());
                 drop(lanes);
                 if full {
                     // The command is enqueued whatever happens here: a
@@ -596,13 +665,14 @@ impl Queue {
             return Ok(i);
         }
         let usable = Lane::usable;
-        // Behind an unfinished dependency that ran on a lane of this queue,
-        // when nothing gated came after it there: the lane's order then
-        // covers the wait. (A finished one places nothing.)
+        // Behind a dependency that ran on a lane of this queue, when nothing
+        // gated came after it there: the lane's order then covers the wait.
+        // (One known to have finished places nothing; the driver is not
+        // asked, as some charge microseconds per question.)
         if let Some(i) = lanes.list.iter().position(|l| {
             usable(l)
                 && deps.iter().any(|d| {
-                    d.lane.load(std::sync::atomic::Ordering::Acquire) == l.id && !d.is_done()
+                    d.lane.load(std::sync::atomic::Ordering::Acquire) == l.id && !d.known_done()
                 })
         }) {
             return Ok(i);
@@ -792,8 +862,13 @@ impl Queue {
 
     /// Drops every finished entry, wherever it is in the list.
     fn drop_finished(&self, inf: &mut Inflight) {
+        let running = infer_completed(inf.entries.iter());
         let mut kept = VecDeque::with_capacity(inf.entries.len());
         for e in inf.entries.drain(..) {
+            if !e.event.known_done() && on_running_lane(&e.event, &running) {
+                kept.push_back(e);
+                continue;
+            }
             match e.event.outcome() {
                 Ok(Some(r)) => self.note_outcome(&e.event, r),
                 _ => kept.push_back(e),
@@ -833,7 +908,15 @@ impl Queue {
     }
 
     fn drop_finished_front(&self, inf: &mut Inflight) {
+        let mut running = None;
         while let Some(front) = inf.entries.front() {
+            if !front.event.known_done() {
+                let running = running
+                    .get_or_insert_with(|| infer_completed(inf.entries.iter().take(INFER_WINDOW)));
+                if !front.event.known_done() && on_running_lane(&front.event, running) {
+                    break;
+                }
+            }
             match front.event.outcome() {
                 Ok(Some(r)) => {
                     self.note_outcome(&front.event, r);
