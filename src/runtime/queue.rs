@@ -572,7 +572,10 @@ impl Queue {
                 let lane = &mut lanes.list[i];
                 let wl: SmallVec<[cl_event; 8]> = all
                     .iter()
-                    .filter(|d| d.lane.load(std::sync::atomic::Ordering::Acquire) != lane.id)
+                    .filter(|d| {
+                        d.lane.load(std::sync::atomic::Ordering::Acquire) != lane.id
+                            && !d.known_done()
+                    })
                     .map(|d| d.cl)
                     .collect();
                 enqueue(lane.cl, &wl, std::ptr::null_mut())?;
@@ -678,12 +681,13 @@ impl Queue {
             return Ok(i);
         }
         let n = lanes.list.len();
-        // An idle lane first, then the next usable one in turn. A lane
-        // with commands after its tail that went without events counts as
-        // busy.
+        // A lane known to be idle first, then the next usable one in turn.
+        // A lane with commands after its tail that went without events
+        // counts as busy. (The driver is not asked: what finished is
+        // learned as finished commands are let go.)
         if let Some(i) = (0..n).find(|&i| {
             let l = &lanes.list[i];
-            !l.quiet() && l.tail.as_ref().is_none_or(|t| t.is_done())
+            !l.quiet() && l.tail.as_ref().is_none_or(|t| t.known_done())
         }) {
             if n >= self.width || i > 0 || blocking {
                 lanes.next = i + 1;
@@ -757,9 +761,10 @@ impl Queue {
         let lane_id = lanes.list[i].id;
         for d in &all {
             // A command of the chosen lane (its tail or earlier) is ordered
-            // by the lane itself.
+            // by the lane itself; one known to have finished needs no wait
+            // (waiting across queues costs some drivers microseconds).
             let on_lane = d.lane.load(std::sync::atomic::Ordering::Acquire) == lane_id;
-            if d.ctx_id == self.ctx.id && !on_lane {
+            if d.ctx_id == self.ctx.id && !on_lane && !d.known_done() {
                 wl.push(d.cl);
             }
         }
