@@ -276,7 +276,7 @@ unsafe impl Send for Queue {}
 unsafe impl Sync for Queue {}
 
 const SCAN_MIN: usize = 64;
-const FRONT_EVERY: usize = 8;
+const FRONT_EVERY: usize = 32;
 /// True when `ev` is on a lane that `running` (from [`infer_completed`])
 /// says had not completed commands from `ev`'s place on.
 fn on_running_lane(ev: &Event, running: &[(u64, u64)]) -> bool {
@@ -289,14 +289,15 @@ fn on_running_lane(ev: &Event, running: &[(u64, u64)]) -> bool {
 }
 
 /// Entries at the front of the list whose lanes are looked at together.
-const INFER_WINDOW: usize = 64;
+const INFER_WINDOW: usize = 128;
 
 /// Asks the driver about as few commands as it can to learn which of
 /// `entries` completed. A lane finishes its commands in order, so per lane
-/// the latest command that completed (found by halving, after the first)
-/// vouches for those before it, and the earliest that had not tells that
-/// none after it had: about 2 + log2(n) questions per lane instead of one
-/// per command (drivers charge microseconds per question). Commands not on
+/// the latest command that completed (found by galloping from the first,
+/// then halving) vouches for those before it, and the earliest that had
+/// not tells that none after it had: about 2 + 2 log2(k) questions for k
+/// finished commands of a lane instead of k (drivers charge microseconds
+/// per question). Commands not on
 /// a lane, and those already known to have finished, are left out.
 /// Returns, per lane, the place from which commands had not completed
 /// (`u64::MAX` when all had).
@@ -316,25 +317,34 @@ fn infer_completed<'a>(entries: impl Iterator<Item = &'a Entry>) -> SmallVec<[(u
             from.push((lane, same[0].1));
             continue;
         }
+        // Galloping from the first, then halving: completed_ok(lo) held,
+        // and completed_ok(hi) did not.
         let last = same.len() - 1;
-        let (mut lo, mut hi) = (0, last);
-        if same[last].2.completed_ok() {
-            lo = last;
-        } else {
-            // completed_ok(lo) held and completed_ok(hi) did not.
-            while hi - lo > 1 {
-                let mid = (lo + hi) / 2;
+        let (mut lo, mut hi, mut step) = (0, None, 1);
+        while lo < last {
+            let probe = (lo + step).min(last);
+            if same[probe].2.completed_ok() {
+                lo = probe;
+                step *= 2;
+            } else {
+                hi = Some(probe);
+                break;
+            }
+        }
+        if let Some(h) = hi.as_mut() {
+            while *h - lo > 1 {
+                let mid = (lo + *h) / 2;
                 if same[mid].2.completed_ok() {
                     lo = mid;
                 } else {
-                    hi = mid;
+                    *h = mid;
                 }
             }
         }
         for (_, _, ev) in &same[..lo] {
             ev.mark_completed();
         }
-        from.push((lane, if lo == last { u64::MAX } else { same[hi].1 }));
+        from.push((lane, hi.map_or(u64::MAX, |h| same[h].1)));
     }
     from
 }
@@ -913,14 +923,23 @@ impl Queue {
     }
 
     fn drop_finished_front(&self, inf: &mut Inflight) {
-        let mut running = None;
+        let mut running: Option<SmallVec<[(u64, u64); 8]>> = None;
         while let Some(front) = inf.entries.front() {
-            if !front.event.known_done() {
-                let running = running
-                    .get_or_insert_with(|| infer_completed(inf.entries.iter().take(INFER_WINDOW)));
-                if !front.event.known_done() && on_running_lane(&front.event, running) {
+            let on_lane = !front.event.user
+                && front.event.lane.load(std::sync::atomic::Ordering::Acquire) != 0;
+            if on_lane && !front.event.known_done() {
+                if running
+                    .as_ref()
+                    .is_some_and(|r| on_running_lane(&front.event, r))
+                {
                     break;
                 }
+                // Past what was learned so far: learn about the next window.
+                let r = infer_completed(inf.entries.iter().take(INFER_WINDOW));
+                if !front.event.known_done() && on_running_lane(&front.event, &r) {
+                    break;
+                }
+                running = Some(r);
             }
             match front.event.outcome() {
                 Ok(Some(r)) => {
