@@ -7,7 +7,12 @@
  * back on the host (median of several runs). Every result is checked
  * against a host computation.
  *
- * usage: bench_apps P.D [scale]   (scale 1: CI sizes; 4: GPU sizes) */
+ * Syrah and raw run in alternating rounds (machines drift between runs by
+ * more than the differences measured): the table gives the medians of
+ * their times and the median of the rounds' ratios.
+ *
+ * usage: bench_apps P.D [scale] [rounds]   (scale 1: CI sizes; 4: GPU
+ * sizes; rounds: default 5, at most 16) */
 #include "bench_common.h"
 
 #include <math.h>
@@ -321,12 +326,30 @@ static void nbody_host(float *p, float *v, int n, int steps) {
 }
 
 /* One row of the table and one JSON record. */
+static int rounds = 5;
+
+/* Runs the application with Syrah and raw, alternating, `rounds` times;
+ * `ts` and `tr` get the medians of their times, the result the median of
+ * the rounds' ratios. */
+static double compare(const char *spec, unsigned p, unsigned d, const app *ap, void *rs, void *rr, double *ts,
+                      double *tr) {
+  double s[16], r[16];
+  int i;
+  for (i = 0; i < rounds; ++i) {
+    s[i] = run_syrah(spec, ap, rs);
+    r[i] = run_raw(p, d, ap, rr);
+  }
+  *ts = median(s, rounds);
+  *tr = median(r, rounds);
+  return median_ratio(s, r, rounds);
+}
+
 static void report(const char *spec, const char *name, const char *app_name, const char *size, double ts, double tr,
-                   int ok) {
-  printf("| %s | %s | %.3f | %.3f | %.3f | %s |\n", app_name, size, ts, tr, ts / tr, ok ? "ok" : "WRONG");
+                   double ratio, int ok) {
+  printf("| %s | %s | %.3f | %.3f | %.3f | %d | %s |\n", app_name, size, ts, tr, ratio, rounds, ok ? "ok" : "WRONG");
   bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
-             "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ok\":%s}",
-             spec, name, app_name, size, ts, tr, ok ? "true" : "false");
+             "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"rounds\":%d,\"ok\":%s}",
+             spec, name, app_name, size, ts, tr, ratio, rounds, ok ? "true" : "false");
 }
 
 int main(int argc, char **argv) {
@@ -335,31 +358,32 @@ int main(int argc, char **argv) {
   const syrah_device *dev;
   int all_ok = 1;
   if (argc > 2) scale = atoi(argv[2]);
-  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || scale < 1 || scale > 16) {
-    fprintf(stderr, "usage: bench_apps P.D [scale 1..16]\n");
+  if (argc > 3) rounds = atoi(argv[3]);
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || scale < 1 || scale > 16 || rounds < 1 || rounds > 16) {
+    fprintf(stderr, "usage: bench_apps P.D [scale 1..16] [rounds 1..16]\n");
     return 2;
   }
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
   json_safe(name);
-  printf("## Applications, device %s (%s), scale %d\n\n| application | size | Syrah ms | raw ms | Syrah / raw | "
-         "result |\n|---|---|---|---|---|---|\n",
+  printf("## Applications, device %s (%s), scale %d\n\nMedians over the rounds, Syrah and raw alternating; Syrah / "
+         "raw: median of the rounds' ratios.\n\n| application | size | Syrah ms | raw ms | Syrah / raw | rounds | "
+         "result |\n|---|---|---|---|---|---|---|\n",
          argv[1], name, scale);
   {
     /* Tiled matrix multiply. */
     float *a, *b, *cs, *cr;
     int n, ok;
     app ap = make_matmul(&a, &b, &n);
-    double ts, tr;
+    double ts, tr, ratio;
     char size[64];
     cs = (float *)malloc(ap.out_bytes);
     cr = (float *)malloc(ap.out_bytes);
     if (!cs || !cr) exit(1);
-    ts = run_syrah(argv[1], &ap, cs);
-    tr = run_raw(p, d, &ap, cr);
+    ratio = compare(argv[1], p, d, &ap, cs, cr, &ts, &tr);
     ok = check_matmul(a, b, cs, n) && check_matmul(a, b, cr, n);
     snprintf(size, sizeof size, "%dx%d", n, n);
-    report(argv[1], name, ap.name, size, ts, tr, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
     all_ok &= ok;
     free(a);
     free(b);
@@ -374,7 +398,7 @@ int main(int argc, char **argv) {
     float *pr = (float *)malloc(bytes);
     launch l[8];
     app ap;
-    double ts, tr, err = 0;
+    double ts, tr, ratio, err = 0;
     char size[64];
     if (!pos || !vel || !ps || !pr) exit(1);
     for (i = 0; i < n; ++i) {
@@ -404,8 +428,7 @@ int main(int argc, char **argv) {
     ap.nlaunches = steps;
     ap.out = steps % 2 ? 2 : 0;
     ap.out_bytes = bytes;
-    ts = run_syrah(argv[1], &ap, ps);
-    tr = run_raw(p, d, &ap, pr);
+    ratio = compare(argv[1], p, d, &ap, ps, pr, &ts, &tr);
     nbody_host(pos, vel, n, steps);
     for (i = 0; i < 4 * n; ++i) {
       /* Relative: rsqrt and the order of 1000s of additions differ. */
@@ -416,7 +439,7 @@ int main(int argc, char **argv) {
     ok = err < 1e-3;
     if (!ok) fprintf(stderr, "%s: largest difference from the host %g\n", ap.name, err);
     snprintf(size, sizeof size, "%d bodies, %d steps", n, steps);
-    report(argv[1], name, ap.name, size, ts, tr, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
     all_ok &= ok;
     free(pos);
     free(vel);
@@ -430,7 +453,7 @@ int main(int argc, char **argv) {
     uint32_t *in = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n), sum = 0, rs = 0, rr = 0;
     launch l[8];
     app ap;
-    double ts, tr;
+    double ts, tr, ratio;
     char size[64];
     int i;
     if (!in) exit(1);
@@ -461,11 +484,10 @@ int main(int argc, char **argv) {
     ap.nlaunches = pass;
     ap.out = pass % 2 ? 1 : 2;
     ap.out_bytes = sizeof(uint32_t);
-    ts = run_syrah(argv[1], &ap, &rs);
-    tr = run_raw(p, d, &ap, &rr);
+    ratio = compare(argv[1], p, d, &ap, &rs, &rr, &ts, &tr);
     ok = rs == sum && rr == sum;
     snprintf(size, sizeof size, "%d uints, %d passes", n, pass);
-    report(argv[1], name, ap.name, size, ts, tr, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
     all_ok &= ok;
     free(in);
   }
@@ -478,7 +500,7 @@ int main(int argc, char **argv) {
     float *gr = (float *)malloc(sizeof(float) * cells);
     launch l[20];
     app ap;
-    double ts, tr, err = 0;
+    double ts, tr, ratio, err = 0;
     char size[64];
     if (!g || !ref || !tmp || !gs || !gr) exit(1);
     for (i = 0; i < (int)cells; ++i) g[i] = (float)((i * 13) % 17);
@@ -501,8 +523,7 @@ int main(int argc, char **argv) {
     ap.nlaunches = iters;
     ap.out = iters % 2;
     ap.out_bytes = sizeof(float) * cells;
-    ts = run_syrah(argv[1], &ap, gs);
-    tr = run_raw(p, d, &ap, gr);
+    ratio = compare(argv[1], p, d, &ap, gs, gr, &ts, &tr);
     memcpy(ref, g, sizeof(float) * cells);
     for (i = 0; i < iters; ++i) {
       for (y = 0; y < h; ++y)
@@ -522,7 +543,7 @@ int main(int argc, char **argv) {
     ok = err < 1e-3;
     if (!ok) fprintf(stderr, "%s: largest difference from the host %g\n", ap.name, err);
     snprintf(size, sizeof size, "%dx%d, %d iterations", w, h, iters);
-    report(argv[1], name, ap.name, size, ts, tr, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
     all_ok &= ok;
     free(g);
     free(ref);

@@ -64,6 +64,15 @@ static inline double median(const double *v, int n) {
   return m;
 }
 
+/* The median of the ratios s[i] / r[i] of `n` paired times (n <= 64). */
+static inline double median_ratio(const double *s, const double *r, int n) {
+  double q[64];
+  int i;
+  if (n > 64) n = 64;
+  for (i = 0; i < n; ++i) q[i] = s[i] / r[i];
+  return median(q, n);
+}
+
 /* Appends one JSON object (one line, formatted like printf) to the file
  * named by SYRAH_BENCH_JSON, if set; the suite collects these lines. */
 static inline void bench_json(const char *fmt, ...) {

@@ -9,11 +9,13 @@
  *          two cl_mem; after every iteration the two boundary rows are
  *          read to the host and written into the other device's halo.
  * Timed: from the first command to the whole result on the host (median
- * of three runs after one untimed). Both results are checked against the
- * host computation. The same device twice runs the two parts on two
- * queues of it.
+ * of three runs after one untimed), in `rounds` alternating rounds of
+ * Syrah and raw (machines drift between runs by more than the differences
+ * measured): medians of the rounds, and the median of their ratios. Both
+ * results are checked against the host computation. The same device twice
+ * runs the two parts on two queues of it.
  *
- * usage: bench_stencil2 P.D P2.D2 [size] [iterations] */
+ * usage: bench_stencil2 P.D P2.D2 [size] [iterations] [rounds, default 5] */
 #include "bench_common.h"
 
 #include <math.h>
@@ -239,13 +241,15 @@ int main(int argc, char **argv) {
   char name[2][256];
   float *init, *ref, *tmp, *sy, *raw;
   size_t n;
-  int y, x, it, p, ok;
-  double ts, tr, es, er;
+  int y, x, it, p, ok, rounds = 5, r;
+  double ts, tr, es, er, ratio, st[16], rt[16];
   if (argc > 3) H = W = atoi(argv[3]);
   if (argc > 4) ITERS = atoi(argv[4]);
+  if (argc > 5) rounds = atoi(argv[5]);
   if (argc < 3 || sscanf(argv[1], "%u.%u", &pd[0][0], &pd[0][1]) != 2 ||
-      sscanf(argv[2], "%u.%u", &pd[1][0], &pd[1][1]) != 2 || H < 4 * BAND || H % (2 * BAND) || ITERS < 1) {
-    fprintf(stderr, "usage: bench_stencil2 P.D P2.D2 [size, a multiple of %d, at least %d] [iterations]\n",
+      sscanf(argv[2], "%u.%u", &pd[1][0], &pd[1][1]) != 2 || H < 4 * BAND || H % (2 * BAND) || ITERS < 1 || rounds < 1 || rounds > 16) {
+    fprintf(stderr,
+            "usage: bench_stencil2 P.D P2.D2 [size, a multiple of %d, at least %d] [iterations] [rounds 1..16]\n",
             2 * BAND, 4 * BAND);
     return 2;
   }
@@ -274,18 +278,24 @@ int main(int argc, char **argv) {
       for (x = 1; x < W - 1; ++x)
         ref[y * W + x] = 0.25f * (tmp[y * W + x - 1] + tmp[y * W + x + 1] + tmp[(y - 1) * W + x] + tmp[(y + 1) * W + x]);
   }
-  ts = run_syrah(spec, init, sy);
-  tr = run_raw((const unsigned(*)[2])pd, init, raw);
+  for (r = 0; r < rounds; ++r) {
+    st[r] = run_syrah(spec, init, sy);
+    rt[r] = run_raw((const unsigned(*)[2])pd, init, raw);
+  }
+  ts = median(st, rounds);
+  tr = median(rt, rounds);
+  ratio = median_ratio(st, rt, rounds);
   es = max_error(sy, ref);
   er = max_error(raw, ref);
   ok = es < 1e-3 && er < 1e-3;
   printf("## 2D stencil over two devices: %s (%s) and %s (%s)\n\n", spec[0], name[0], spec[1], name[1]);
-  printf("| grid | iterations | Syrah ms | raw ms | Syrah / raw | largest error Syrah / raw | result |\n"
-         "|---|---|---|---|---|---|---|\n| %dx%d | %d | %.3f | %.3f | %.3f | %.1e / %.1e | %s |\n",
-         H, W, ITERS, ts, tr, ts / tr, es, er, ok ? "ok" : "WRONG");
+  printf("Medians over the rounds, Syrah and raw alternating; Syrah / raw: median of the rounds' ratios.\n\n");
+  printf("| grid | iterations | Syrah ms | raw ms | Syrah / raw | rounds | largest error Syrah / raw | result |\n"
+         "|---|---|---|---|---|---|---|---|\n| %dx%d | %d | %.3f | %.3f | %.3f | %d | %.1e / %.1e | %s |\n",
+         H, W, ITERS, ts, tr, ratio, rounds, es, er, ok ? "ok" : "WRONG");
   bench_json("{\"bench\":\"stencil2\",\"device\":\"%s+%s\",\"device_name\":\"%s + %s\",\"size\":%d,"
-             "\"iterations\":%d,\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ok\":%s}",
-             spec[0], spec[1], name[0], name[1], H, ITERS, ts, tr, ok ? "true" : "false");
+             "\"iterations\":%d,\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"rounds\":%d,\"ok\":%s}",
+             spec[0], spec[1], name[0], name[1], H, ITERS, ts, tr, ratio, rounds, ok ? "true" : "false");
   free(init);
   free(ref);
   free(tmp);
