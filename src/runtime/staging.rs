@@ -10,12 +10,12 @@ use super::event::Event;
 use super::platform::Device;
 use super::queue::{Keep, Queue};
 use crate::core::error::{Error, Result, Status};
-use crate::core::staging::{chunk_for, runs, CHUNK, SLOTS};
+use crate::core::staging::{chunk_for, Plan, CHUNK, SLOTS};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
-use rayon::prelude::*;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Which way a staged copy goes.
@@ -27,8 +27,9 @@ pub enum Way {
 
 /// Enqueues a copy of `len` bytes from the third argument to the second on
 /// the queue given, setting the event.
-type DeviceCopy<'a> =
-    dyn Fn(cl_command_queue, *mut c_void, *const c_void, usize, &mut cl_event) -> Result<()> + 'a;
+type DeviceCopy<'a> = dyn Fn(cl_command_queue, *mut c_void, *const c_void, usize, &mut cl_event) -> Result<()>
+    + Sync
+    + 'a;
 
 /// The stagers of a context, per device.
 pub(crate) type Stagers = Vec<(&'static Device, Arc<Mutex<Stager>>)>;
@@ -36,8 +37,6 @@ pub(crate) type Stagers = Vec<(&'static Device, Arc<Mutex<Stager>>)>;
 struct Slot {
     mem: cl_mem,
     host: *mut u8,
-    /// The device copy using this chunk, if one may still be running.
-    pending: cl_event,
 }
 
 /// The pinned ring and queue of one device of a context.
@@ -47,7 +46,7 @@ pub struct Stager {
 }
 
 // SAFETY: OpenCL objects are thread-safe; the pinned host pointers are only
-// used by the thread holding the stager's lock (and the device).
+// used by a copy holding the stager's lock (and the device).
 unsafe impl Send for Stager {}
 
 impl Stager {
@@ -70,61 +69,17 @@ impl Stager {
             st.slots.push(Slot {
                 mem,
                 host: host.cast(),
-                pending: std::ptr::null_mut(),
             });
         }
         Ok(st)
     }
 
-    /// Waits for the copy using slot `i`, if any, and reports its failure.
-    fn settle(&mut self, i: usize) -> Result<()> {
-        let ev = std::mem::replace(&mut self.slots[i].pending, std::ptr::null_mut());
-        if ev.is_null() {
-            return Ok(());
-        }
-        let api = api()?;
-        // SAFETY: an event this stager created and still owns.
-        let rc = unsafe { (api.clWaitForEvents)(1, &ev) };
-        let mut status: cl_int = CL_COMPLETE;
-        // SAFETY: as above; the status is a cl_int.
-        let rc2 = unsafe {
-            (api.clGetEventInfo)(
-                ev,
-                CL_EVENT_COMMAND_EXECUTION_STATUS,
-                std::mem::size_of::<cl_int>(),
-                (&mut status as *mut cl_int).cast(),
-                std::ptr::null_mut(),
-            )
-        };
-        // SAFETY: releasing the stager's own reference once.
-        unsafe { (api.clReleaseEvent)(ev) };
-        check(rc, "clWaitForEvents on a staged chunk")?;
-        check(rc2, "clGetEventInfo on a staged chunk")?;
-        if status < 0 {
-            return Err(Error::opencl(status, "a staged chunk copy"));
-        }
-        Ok(())
-    }
-
-    /// Waits for every chunk in flight; the first failure is returned.
-    fn drain(&mut self) -> Result<()> {
-        let mut first = Ok(());
-        for i in 0..self.slots.len() {
-            let r = self.settle(i);
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
-    }
-
-    fn flush(&self) -> Result<()> {
-        // SAFETY: the stager's live queue.
-        check(unsafe { (api()?.clFlush)(self.queue) }, "clFlush")
-    }
-
     /// Copies `size` bytes from `src` to `dst` through the ring; `device`
     /// copies `len` bytes between a chunk and device memory on a queue.
+    /// Every thread of the host pool takes pieces in order (see
+    /// [`Plan`]); the thread that completes a chunk hands it to the device
+    /// (towards the device) or lets the device refill its slot (towards
+    /// the host). Returns once every device copy has finished.
     ///
     /// # Safety
     /// The host side must be valid for `size` bytes and not change while
@@ -138,96 +93,256 @@ impl Stager {
         size: usize,
         device: &DeviceCopy<'_>,
     ) -> Result<()> {
-        let chunks: Vec<(usize, usize)> = runs(size, chunk_for(size)).collect();
-        let r = match way {
-            // SAFETY: forwarded from the caller.
-            Way::ToDevice => unsafe { self.fill_device(&chunks, dst, src, device) },
-            // SAFETY: forwarded from the caller.
-            Way::ToHost => unsafe { self.fill_host(&chunks, dst, src, device) },
+        let api = api()?;
+        let plan = Plan::new(size, chunk_for(size));
+        let n = plan.chunks.len();
+        let pipe = Pipe {
+            way,
+            dst,
+            src,
+            left: (0..n)
+                .map(|k| AtomicUsize::new(plan.pieces_of(k)))
+                .collect(),
+            plan,
+            next: AtomicUsize::new(0),
+            events: (0..n)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            done: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            asking: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            slots: &self.slots,
+            queue: self.queue,
+            device,
         };
-        let drained = self.drain();
-        r.and(drained)
+        if way == Way::ToHost {
+            for k in 0..n.min(SLOTS) {
+                pipe.issue(k);
+            }
+        }
+        rayon::broadcast(|_| pipe.work());
+        // Whatever happened, no device copy may outlive the call: the ring
+        // is reused by the next copy. Asked rather than waited for: some
+        // drivers return from a wait a millisecond after the copy ended.
+        for (k, ev) in pipe.events.iter().enumerate() {
+            let ev = ev.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if ev.is_null() {
+                continue;
+            }
+            let status = if pipe.done[k].load(Ordering::Acquire) {
+                Ok(CL_COMPLETE)
+            } else {
+                finished(ev)
+            };
+            // SAFETY: releasing the copy's own reference once.
+            unsafe { (api.clReleaseEvent)(ev) };
+            match status {
+                Ok(s) if s < 0 => pipe.fail(Error::opencl(s, "a staged chunk copy")),
+                Ok(_) => {}
+                Err(e) => pipe.fail(e),
+            }
+        }
+        match pipe.error.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The status of a command, asked of the driver.
+fn event_status(ev: cl_event) -> Result<cl_int> {
+    let mut status: cl_int = CL_COMPLETE;
+    // SAFETY: a live event; the status is a cl_int.
+    let rc = unsafe {
+        (api()?.clGetEventInfo)(
+            ev,
+            CL_EVENT_COMMAND_EXECUTION_STATUS,
+            std::mem::size_of::<cl_int>(),
+            (&mut status as *mut cl_int).cast(),
+            std::ptr::null_mut(),
+        )
+    };
+    check(rc, "clGetEventInfo on a staged chunk")?;
+    Ok(status)
+}
+
+/// Asks about a command until it has ended; its final status (waiting
+/// for it instead where the driver cannot be asked).
+fn finished(ev: cl_event) -> Result<cl_int> {
+    loop {
+        match event_status(ev) {
+            Ok(s) if s <= CL_COMPLETE => return Ok(s),
+            Ok(_) => std::thread::yield_now(),
+            Err(_) => {
+                // SAFETY: a live event owned by the caller.
+                let rc = unsafe { (api()?.clWaitForEvents)(1, &ev) };
+                check(rc, "clWaitForEvents on a staged chunk")?;
+                return event_status(ev);
+            }
+        }
+    }
+}
+
+/// One staged copy in progress, shared by the threads doing it.
+struct Pipe<'a> {
+    way: Way,
+    dst: usize,
+    src: usize,
+    plan: Plan,
+    /// The next piece to take.
+    next: AtomicUsize,
+    /// Per chunk: pieces still to copy, its device copy's event (null
+    /// until issued), whether that copy is known to have finished, and
+    /// whether a thread is asking the driver about it.
+    left: Vec<AtomicUsize>,
+    events: Vec<AtomicPtr<_cl_event>>,
+    done: Vec<AtomicBool>,
+    asking: Vec<AtomicBool>,
+    failed: AtomicBool,
+    error: Mutex<Option<Error>>,
+    slots: &'a [Slot],
+    queue: cl_command_queue,
+    device: &'a DeviceCopy<'a>,
+}
+
+// SAFETY: the queue is thread-safe; each chunk's part of a pinned slot is
+// written by one thread per piece, and handed between the host and the
+// device through the chunk counters and events; the rest is atomic or
+// locked.
+unsafe impl Sync for Pipe<'_> {}
+
+impl Pipe<'_> {
+    fn fail(&self, e: Error) {
+        let mut first = self.error.lock();
+        if first.is_none() {
+            *first = Some(e);
+        }
+        self.failed.store(true, Ordering::Release);
     }
 
-    /// # Safety
-    /// As for `copy`.
-    unsafe fn fill_device(
-        &mut self,
-        chunks: &[(usize, usize)],
-        dst: usize,
-        src: usize,
-        device: &DeviceCopy<'_>,
-    ) -> Result<()> {
-        for (k, &(off, len)) in chunks.iter().enumerate() {
-            let i = k % SLOTS;
-            self.settle(i)?;
-            let host = self.slots[i].host;
-            // SAFETY: the chunk holds CHUNK >= len bytes and no device copy
-            // uses it any more; the source range is valid (caller).
-            unsafe { host_copy(host, (src + off) as *const u8, len) };
-            let mut ev: cl_event = std::ptr::null_mut();
-            device(
+    /// Enqueues the device copy of chunk `k` (towards the device: from its
+    /// slot, just filled; towards the host: into its slot, free).
+    fn issue(&self, k: usize) {
+        let (off, len) = self.plan.chunks[k];
+        let host = self.slots[k % SLOTS].host;
+        let mut ev: cl_event = std::ptr::null_mut();
+        let r = match self.way {
+            Way::ToDevice => (self.device)(
                 self.queue,
-                (dst + off) as *mut c_void,
+                (self.dst + off) as *mut c_void,
                 host.cast(),
                 len,
                 &mut ev,
-            )?;
-            self.slots[i].pending = ev;
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// # Safety
-    /// As for `copy`.
-    unsafe fn fill_host(
-        &mut self,
-        chunks: &[(usize, usize)],
-        dst: usize,
-        src: usize,
-        device: &DeviceCopy<'_>,
-    ) -> Result<()> {
-        let issue = |st: &mut Stager, k: usize| -> Result<()> {
-            let (off, len) = chunks[k];
-            let i = k % SLOTS;
-            let mut ev: cl_event = std::ptr::null_mut();
-            device(
-                st.queue,
-                st.slots[i].host.cast(),
-                (src + off) as *const c_void,
+            ),
+            Way::ToHost => (self.device)(
+                self.queue,
+                host.cast(),
+                (self.src + off) as *const c_void,
                 len,
                 &mut ev,
-            )?;
-            st.slots[i].pending = ev;
-            Ok(())
-        };
-        for k in 0..chunks.len().min(SLOTS) {
-            issue(self, k)?;
+            ),
         }
-        self.flush()?;
-        for (k, &(off, len)) in chunks.iter().enumerate() {
-            let i = k % SLOTS;
-            self.settle(i)?;
-            // SAFETY: the chunk's device copy is complete; the destination
-            // range is valid (caller).
-            unsafe { host_copy((dst + off) as *mut u8, self.slots[i].host, len) };
-            if k + SLOTS < chunks.len() {
-                issue(self, k + SLOTS)?;
-                self.flush()?;
+        .and_then(|()| {
+            // SAFETY: the stager's live queue.
+            check(unsafe { (api()?.clFlush)(self.queue) }, "clFlush")
+        });
+        if !ev.is_null() {
+            self.events[k].store(ev, Ordering::Release);
+        }
+        if let Err(e) = r {
+            self.fail(e);
+        }
+    }
+
+    /// Waits until chunk `k`'s device copy has finished; false if the copy
+    /// as a whole failed meanwhile. One thread at a time asks the driver.
+    fn wait(&self, k: usize) -> bool {
+        loop {
+            if self.done[k].load(Ordering::Acquire) {
+                return true;
+            }
+            if self.failed.load(Ordering::Acquire) {
+                return false;
+            }
+            let ev = self.events[k].load(Ordering::Acquire);
+            if !ev.is_null()
+                && self.asking[k]
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                match event_status(ev) {
+                    Ok(s) if s < 0 => self.fail(Error::opencl(s, "a staged chunk copy")),
+                    Ok(CL_COMPLETE) => self.done[k].store(true, Ordering::Release),
+                    Ok(_) => {}
+                    Err(e) => self.fail(e),
+                }
+                self.asking[k].store(false, Ordering::Release);
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// One thread's share: pieces, taken in order until none is left.
+    fn work(&self) {
+        while !self.failed.load(Ordering::Acquire) {
+            let p = self.next.fetch_add(1, Ordering::AcqRel);
+            if p >= self.plan.pieces {
+                return;
+            }
+            let (k, off, len) = self.plan.piece(p);
+            let slot = self.slots[k % SLOTS].host as usize + off;
+            let at = self.plan.chunks[k].0 + off;
+            match self.way {
+                Way::ToDevice => {
+                    // The slot's previous chunk must have left it.
+                    if k >= SLOTS && !self.wait(k - SLOTS) {
+                        return;
+                    }
+                    // SAFETY: the piece lies inside the source (caller's
+                    // guarantee) and inside the slot (the plan), which no
+                    // device copy uses now; no other thread has this piece.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            (self.src + at) as *const u8,
+                            slot as *mut u8,
+                            len,
+                        )
+                    };
+                }
+                Way::ToHost => {
+                    if !self.wait(k) {
+                        return;
+                    }
+                    // SAFETY: as above; the chunk's device copy into the
+                    // slot has finished.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            slot as *const u8,
+                            (self.dst + at) as *mut u8,
+                            len,
+                        )
+                    };
+                }
+            }
+            if self.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
+                match self.way {
+                    Way::ToDevice => self.issue(k),
+                    Way::ToHost if k + SLOTS < self.plan.chunks.len() => self.issue(k + SLOTS),
+                    Way::ToHost => {}
+                }
             }
         }
-        Ok(())
     }
 }
 
 impl Drop for Stager {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
-        let _ = self.drain();
         for s in &self.slots {
             // SAFETY: each chunk was mapped once on this queue and is
-            // unmapped and released once; nothing uses it any more.
+            // unmapped and released once; no copy uses it any more (a copy
+            // returns only after its device copies have finished).
             unsafe {
                 (api.clEnqueueUnmapMemObject)(
                     self.queue,
@@ -249,25 +364,6 @@ impl Drop for Stager {
             (api.clReleaseCommandQueue)(self.queue);
         }
     }
-}
-
-/// Copies `len` bytes with all host threads: one thread reaches a fraction
-/// of the memory system's bandwidth.
-///
-/// # Safety
-/// Both ranges are valid for `len` bytes and do not overlap.
-unsafe fn host_copy(dst: *mut u8, src: *const u8, len: usize) {
-    const PIECE: usize = 256 << 10;
-    // SAFETY: the caller's guarantee; nothing else writes these ranges now.
-    let (d, s) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(dst, len),
-            std::slice::from_raw_parts(src, len),
-        )
-    };
-    d.par_chunks_mut(PIECE)
-        .zip(s.par_chunks(PIECE))
-        .for_each(|(a, b)| a.copy_from_slice(b));
 }
 
 impl Context {
