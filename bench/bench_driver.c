@@ -4,6 +4,8 @@
  *     against coarse-grain SVM (where the device has SVM);
  *   - a 16 MiB copy from ordinary host memory into a fresh allocation
  *     against the same copy again (cl_mem and SVM), three fresh rounds;
+ *   - a 16 MiB copy from pinned memory ended by a blocking call, by
+ *     clWaitForEvents, and by asking its status until it is complete;
  *   - a kernel that waits on another queue's kernel through an event,
  *     against kernels on one queue and on two queues without waits.
  *
@@ -137,6 +139,51 @@ static double kernels(raw_env *e, int mode) {
   return t0;
 }
 
+/* A 16 MiB copy from pinned memory to the device, ended three ways:
+ * a blocking write; a non-blocking one waited for with clWaitForEvents;
+ * one whose status is asked until it is complete. Median ms of 7. */
+static void copy_waits(raw_env *e) {
+  enum { REPS = 7 };
+  const char *how[3] = {"blocking write", "clWaitForEvents", "status asked until complete"};
+  size_t bytes = (size_t)16 << 20;
+  cl_int err;
+  cl_mem pinned = clCreateBuffer(e->ctx, CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err), dev;
+  double t[3][REPS];
+  void *h;
+  int mode, rep;
+  CL_OK(err);
+  dev = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+  CL_OK(err);
+  h = clEnqueueMapBuffer(e->q, pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &err);
+  CL_OK(err);
+  memset(h, 1, bytes);
+  for (rep = -1; rep < REPS; ++rep)
+    for (mode = 0; mode < 3; ++mode) {
+      cl_event ev;
+      cl_int st = CL_QUEUED;
+      double t0 = now_us();
+      if (mode == 0) {
+        CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_TRUE, 0, bytes, h, 0, NULL, NULL));
+      } else {
+        CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, bytes, h, 0, NULL, &ev));
+        CL_OK(clFlush(e->q));
+        if (mode == 1)
+          CL_OK(clWaitForEvents(1, &ev));
+        else
+          while (st > CL_COMPLETE)
+            CL_OK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+        CL_OK(clReleaseEvent(ev));
+      }
+      if (rep >= 0) t[mode][rep] = (now_us() - t0) / 1e3;
+    }
+  for (mode = 0; mode < 3; ++mode)
+    printf("| 16 MiB from pinned memory to the device, %s | %.3f ms |\n", how[mode], median(t[mode], REPS));
+  CL_OK(clEnqueueUnmapMemObject(e->q, pinned, h, 0, NULL, NULL));
+  CL_OK(clFinish(e->q));
+  CL_OK(clReleaseMemObject(pinned));
+  CL_OK(clReleaseMemObject(dev));
+}
+
 int main(int argc, char **argv) {
   unsigned p = 0, d = 0;
   raw_env e;
@@ -163,6 +210,7 @@ int main(int argc, char **argv) {
     fresh_copies(&e, 1);
   else
     printf("| 16 MiB into a fresh SVM allocation | skipped: the device has no SVM |\n");
+  copy_waits(&e);
   one = kernels(&e, 0);
   two = kernels(&e, 1);
   waits = kernels(&e, 2);
