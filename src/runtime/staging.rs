@@ -123,8 +123,7 @@ impl Stager {
         }
         rayon::broadcast(|_| pipe.work());
         // Whatever happened, no device copy may outlive the call: the ring
-        // is reused by the next copy. Asked rather than waited for: some
-        // drivers return from a wait a millisecond after the copy ended.
+        // is reused by the next copy. Asked about, as during the copy.
         for (k, ev) in pipe.events.iter().enumerate() {
             let ev = ev.swap(std::ptr::null_mut(), Ordering::AcqRel);
             if ev.is_null() {
