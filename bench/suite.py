@@ -169,8 +169,14 @@ def main():
             made = plots(json.load(f)["records"], args.replot)
         md = os.path.join(args.replot, "results.md")
         if made and os.path.exists(md):
-            with open(md, "a") as f:
-                f.write("\n## Plots\n\n" + "\n".join(f"![{os.path.basename(m)}]({os.path.basename(m)})" for m in made) + "\n")
+            with open(md) as f:
+                text = f.read()
+            # The plots replace a section listing them, if the run wrote one.
+            if "\n## Plots\n" in text:
+                text = text[: text.index("\n## Plots\n")].rstrip() + "\n"
+            links = "\n".join(f"![{os.path.basename(m)}]({os.path.basename(m)})" for m in made)
+            with open(md, "w") as f:
+                f.write(text + "\n## Plots\n\n" + links + "\n")
         print(f"suite: {len(made)} plots in {args.replot}")
         return 0
     if not args.bin:
