@@ -355,6 +355,20 @@ impl Event {
         done
     }
 
+    /// Waits for the command with the driver's clWaitForEvents and returns
+    /// its code. Success means the command completed without error (the
+    /// specification's word), which is remembered: its status need not be
+    /// asked (drivers charge microseconds per question).
+    pub fn wait_cl(&self) -> Result<cl_int> {
+        let api = api()?;
+        // SAFETY: waiting on one live event.
+        let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };
+        if rc == CL_SUCCESS && !self.user {
+            self.mark_completed();
+        }
+        Ok(rc)
+    }
+
     /// True when the command completed without error (CL_COMPLETE): known
     /// already, or asked of the driver now.
     pub fn completed_ok(&self) -> bool {
@@ -443,9 +457,7 @@ impl Event {
     /// Blocks until the command completes. A failure is returned by the
     /// first wait (or queue wait) that sees it, and by no later one.
     pub fn wait(&self) -> Result<()> {
-        let api = api()?;
-        // SAFETY: waiting on one live event.
-        let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };
+        let rc = self.wait_cl()?;
         if rc != CL_SUCCESS && rc != CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST {
             check(rc, "clWaitForEvents")?;
         }

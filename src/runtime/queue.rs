@@ -961,7 +961,6 @@ impl Queue {
     /// after a failed dependency (Intel's CPU runtime) out of trouble; every
     /// command Syrah enqueues is tracked, so nothing is missed.
     fn finish(&self) -> Result<()> {
-        let api = api()?;
         self.seal()?;
         let entries: Vec<Entry> = {
             let mut inf = self.inflight.lock();
@@ -969,9 +968,9 @@ impl Queue {
             inf.entries.drain(..).collect()
         };
         for e in &entries {
-            // SAFETY: waiting on one live event; a failed command makes this
-            // return an error code, and its outcome is read just below.
-            unsafe { (api.clWaitForEvents)(1, &e.event.cl) };
+            // A failed command makes this return an error code; its outcome
+            // is read just below.
+            e.event.wait_cl()?;
             loop {
                 match e.event.outcome()? {
                     Some(r) => {
