@@ -12,7 +12,7 @@ static const char *kSource = "__kernel void add(__global uint *p, int v) { p[get
 
 static int forced;
 
-/* 80 MiB and 12 bytes: more 16 MiB chunks than the ring has, the last
+/* 80 MiB and 12 bytes: more 4 MiB chunks (21) than the ring has (16), the last
  * one partial. */
 enum { WORDS = (80 << 20) / 4 + 3 };
 
