@@ -7,6 +7,9 @@
  * back on the host (median of several runs). Every result is checked
  * against a host computation.
  *
+ * With libsyrah_clcalls.so loaded (see clcalls.c), the OpenCL calls of
+ * each path's last timed run are printed.
+ *
  * Syrah and raw run in alternating rounds (machines drift between runs by
  * more than the differences measured): the table gives the medians of
  * their times and the median of the rounds' ratios.
@@ -153,6 +156,7 @@ static double run_syrah(const char *spec, const app *ap, void *result) {
       bd.ownership = ap->init[i] ? SYRAH_HOST_READ_ONLY : SYRAH_HOST_NONE;
       SY_OK(syrah_buffer_create(&bd, &b[i]));
     }
+    if (rep == REPS - 1) calls_begin();
     t0 = now_us();
     for (i = 0; i < ap->nlaunches; ++i) {
       const launch *l = &ap->launches[i];
@@ -186,6 +190,7 @@ static double run_syrah(const char *spec, const app *ap, void *result) {
     }
     SY_OK(syrah_buffer_host_access(b[ap->out], SYRAH_ACCESS_READ, &off, &range, &ha, &p));
     if (rep >= 0) t[rep] = now_us() - t0;
+    if (rep == REPS - 1) calls_end("Syrah, one run of the application", 1, t[rep]);
     memcpy(result, p, ap->out_bytes);
     SY_OK(syrah_host_accessor_release(ha));
     for (i = 0; i < ap->nbufs; ++i) SY_OK(syrah_buffer_release(b[i]));
@@ -214,6 +219,7 @@ static double run_raw(unsigned p, unsigned d, const app *ap, void *result) {
       m[i] = clCreateBuffer(e.ctx, CL_MEM_READ_WRITE, ap->bytes[i], NULL, &err);
       CL_OK(err);
     }
+    if (rep == REPS - 1) calls_begin();
     t0 = now_us();
     for (i = 0; i < ap->nbufs; ++i)
       if (ap->init[i]) CL_OK(clEnqueueWriteBuffer(e.q, m[i], CL_FALSE, 0, ap->bytes[i], ap->init[i], 0, NULL, NULL));
@@ -243,6 +249,7 @@ static double run_raw(unsigned p, unsigned d, const app *ap, void *result) {
     }
     CL_OK(clEnqueueReadBuffer(e.q, m[ap->out], CL_TRUE, ap->out_offset, ap->out_bytes, result, 0, NULL, NULL));
     if (rep >= 0) t[rep] = now_us() - t0;
+    if (rep == REPS - 1) calls_end("raw, one run of the application", 1, t[rep]);
     for (i = 0; i < ap->nbufs; ++i) CL_OK(clReleaseMemObject(m[i]));
   }
   for (j = 0; j < nk; ++j) CL_OK(clReleaseKernel(k[j]));
