@@ -1,11 +1,13 @@
 //! Pure logic with no OpenCL calls: selection, aspects, allocation
-//! registry, launch checks, fill planning and trace text.
+//! registry, launch checks, fill planning, staging plans, page maps,
+//! dependency tracking, lane order and trace text.
 
 pub mod aspects;
 pub mod deps;
 pub mod error;
 pub mod fill;
 pub mod launch;
+pub mod order;
 pub mod pages;
 pub mod pool;
 pub mod registry;

@@ -297,10 +297,16 @@ const INFER_WINDOW: usize = 128;
 /// then halving) vouches for those before it, and the earliest that had
 /// not tells that none after it had: about 2 + 2 log2(k) questions for k
 /// finished commands of a lane instead of k (drivers charge microseconds
-/// per question). Commands not on
-/// a lane, and those already known to have finished, are left out.
+/// per question; see [`crate::core::order::done_prefix`]). Commands not
+/// on a lane, and those already known to have finished, are left out.
 /// Returns, per lane, the place from which commands had not completed
 /// (`u64::MAX` when all had).
+///
+/// A command vouched for this way counts as completed without error; a
+/// failure it inherits from a command it waited for is still found (its
+/// outcome looks at those), but one of its own while a later command of
+/// the lane completed would not be: OpenCL leaves the state of a queue
+/// after a failed command to the driver, as for launches without events.
 fn infer_completed<'a>(entries: impl Iterator<Item = &'a Entry>) -> SmallVec<[(u64, u64); 8]> {
     use std::sync::atomic::Ordering::Acquire;
     let mut on: Vec<(u64, u64, &Arc<Event>)> = entries
@@ -312,39 +318,11 @@ fn infer_completed<'a>(entries: impl Iterator<Item = &'a Entry>) -> SmallVec<[(u
     on.sort_unstable_by_key(|&(lane, seq, _)| (lane, seq));
     let mut from = SmallVec::new();
     for same in on.chunk_by(|x, y| x.0 == y.0) {
-        let lane = same[0].0;
-        if !same[0].2.completed_ok() {
-            from.push((lane, same[0].1));
-            continue;
-        }
-        // Galloping from the first, then halving: completed_ok(lo) held,
-        // and completed_ok(hi) did not.
-        let last = same.len() - 1;
-        let (mut lo, mut hi, mut step) = (0, None, 1);
-        while lo < last {
-            let probe = (lo + step).min(last);
-            if same[probe].2.completed_ok() {
-                lo = probe;
-                step *= 2;
-            } else {
-                hi = Some(probe);
-                break;
-            }
-        }
-        if let Some(h) = hi.as_mut() {
-            while *h - lo > 1 {
-                let mid = (lo + *h) / 2;
-                if same[mid].2.completed_ok() {
-                    lo = mid;
-                } else {
-                    *h = mid;
-                }
-            }
-        }
-        for (_, _, ev) in &same[..lo] {
+        let (done, not) = crate::core::order::done_prefix(same.len(), |i| same[i].2.completed_ok());
+        for (_, _, ev) in &same[..done] {
             ev.mark_completed();
         }
-        from.push((lane, hi.map_or(u64::MAX, |h| same[h].1)));
+        from.push((same[0].0, not.map_or(u64::MAX, |i| same[i].1)));
     }
     from
 }
