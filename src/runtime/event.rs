@@ -403,6 +403,12 @@ impl Event {
         self.finished.store(true, Ordering::Release);
     }
 
+    /// True when the command is already known to have completed without
+    /// error, without asking the driver.
+    pub fn known_ok(&self) -> bool {
+        self.outcome.load(Ordering::Acquire) == OUTCOME_OK || self.completed.load(Ordering::Acquire)
+    }
+
     /// True when the command is already known to have finished (or
     /// failed), without asking the driver.
     pub fn known_done(&self) -> bool {

@@ -562,7 +562,7 @@ impl Queue {
                     .iter()
                     .filter(|d| {
                         d.lane.load(std::sync::atomic::Ordering::Acquire) != lane.id
-                            && !d.known_done()
+                            && !d.known_ok()
                     })
                     .map(|d| d.cl)
                     .collect();
@@ -749,10 +749,12 @@ impl Queue {
         let lane_id = lanes.list[i].id;
         for d in &all {
             // A command of the chosen lane (its tail or earlier) is ordered
-            // by the lane itself; one known to have finished needs no wait
-            // (waiting across queues costs some drivers microseconds).
+            // by the lane itself; one known to have completed without error
+            // needs no wait (waiting across queues costs some drivers
+            // microseconds). A failed one stays: the driver may then hold
+            // the command back.
             let on_lane = d.lane.load(std::sync::atomic::Ordering::Acquire) == lane_id;
-            if d.ctx_id == self.ctx.id && !on_lane && !d.known_done() {
+            if d.ctx_id == self.ctx.id && !on_lane && !d.known_ok() {
                 wl.push(d.cl);
             }
         }
@@ -927,11 +929,6 @@ impl Queue {
                 _ => break,
             }
         }
-    }
-
-    /// Number of commands still tracked (for tests of bounded memory).
-    pub fn inflight_len(&self) -> usize {
-        self.inflight.lock().entries.len()
     }
 
     /// Waits for every tracked command. Waiting on the commands' own events
