@@ -1018,6 +1018,61 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
     EXPECT_OK(syrah_buffer_release(dd));
     EXPECT_OK(syrah_buffer_release(c));
   }
+  /* Between contexts, copying pages from the host to device 1 does not
+   * wait for a copy of them from the host to device 2, held back here
+   * behind a kernel that waits for a user event on device 2's in-order
+   * queue, and device 1's kernel reading them does not wait for it
+   * either. */
+  if (!one_context) {
+    syrah_buffer *c = NULL, *other = NULL, *dd = NULL;
+    syrah_event *gate = NULL, *k1 = NULL;
+    syrah_event_status st = SYRAH_EVENT_QUEUED;
+    syrah_kernel_arg args[2], cargs[2];
+    syrah_range r = syrah_range_1d(1), rn = syrah_range_1d(N);
+    syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0), two[2];
+    syrah_buffer_desc dd_desc = t_desc1(N, NULL, SYRAH_HOST_NONE);
+    const syrah_event *deps[1];
+    int pitch = 0;
+    bd = t_desc1(N, host, SYRAH_HOST_COPY_IN);
+    REQUIRE_OK(syrah_buffer_create(&bd, &c));
+    REQUIRE_OK(syrah_buffer_create(&bd, &other));
+    REQUIRE_OK(syrah_buffer_create(&dd_desc, &dd));
+    REQUIRE_OK(syrah_user_event_create(e2.ctx, &gate));
+    args[0].kind = SYRAH_ARG_ACCESSOR;
+    args[0].size = 0;
+    args[0].value = NULL;
+    args[1] = syrah_arg_value(&pitch, sizeof pitch);
+    deps[0] = gate;
+    a.buffer = other;
+    EXPECT_OK(syrah_queue_submit_kernel(e2.q, e2.peek, &r, &a, 1, args, 2, deps, 1, NULL));
+    a.buffer = c;
+    EXPECT_OK(syrah_queue_submit_kernel(e2.q, e2.peek, &r, &a, 1, args, 2, NULL, 0, NULL));
+    two[0] = a;
+    two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+    two_accessor_args(cargs);
+    EXPECT_OK(syrah_queue_submit_kernel(e1.q, e1.copyk, &rn, two, 2, cargs, 2, NULL, 0, &k1));
+    for (i = 0; i < 500 && k1 && st != SYRAH_EVENT_COMPLETE; ++i) {
+      EXPECT_OK(syrah_event_get_status(k1, &st));
+      if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
+    }
+    EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
+    EXPECT_OK(syrah_user_event_complete(gate, false));
+    EXPECT_OK(syrah_queue_wait(e2.q));
+    EXPECT_OK(syrah_queue_wait(e1.q));
+    /* Each device got the pages from the host once. */
+    EXPECT_EQ(stats(c).host_to_device_bytes, 2 * N * sizeof(int));
+    EXPECT_EQ(stats(c).host_to_device_copies, 2);
+    EXPECT_EQ(stats(c).device_to_host_bytes, 0);
+    EXPECT_OK(syrah_buffer_host_access(dd, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == host[i] + 1;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    syrah_event_release(k1);
+    syrah_event_release(gate);
+    EXPECT_OK(syrah_buffer_release(dd));
+    EXPECT_OK(syrah_buffer_release(other));
+    EXPECT_OK(syrah_buffer_release(c));
+  }
   env_close(&e1);
   env_close(&e2);
   if (shared) syrah_context_release(shared);

@@ -54,22 +54,35 @@ impl<T: Clone> Tracker<T> {
             .collect()
     }
 
-    /// Calls `f` with each recorded access a new access must wait for.
-    pub fn for_each_conflict(&self, pages: &Box3, write: bool, mut f: impl FnMut(&T)) {
+    /// Calls `f` with each recorded access a new access must wait for and
+    /// for which `pick(token, place)` holds (a read at one place need not
+    /// wait for a copy into another).
+    pub fn for_each_conflict(
+        &self,
+        pages: &Box3,
+        write: bool,
+        pick: impl Fn(&T, usize) -> bool,
+        mut f: impl FnMut(&T),
+    ) {
         for a in &self.entries {
-            if (write || a.write) && a.pages.overlaps(pages) {
+            if (write || a.write) && a.pages.overlaps(pages) && pick(&a.token, a.place) {
                 f(&a.token);
             }
         }
     }
 
     /// Tokens of the recorded accesses overlapping `pages` for which
-    /// `pick(write, place)` holds (a copy into one place waits for every
-    /// write and for any access at that place, not for reads elsewhere).
-    pub fn overlapping_where(&self, pages: &Box3, pick: impl Fn(bool, usize) -> bool) -> Vec<T> {
+    /// `pick(token, write, place)` holds (a copy into one place waits for
+    /// every write and for any access at that place, not for reads
+    /// elsewhere).
+    pub fn overlapping_where(
+        &self,
+        pages: &Box3,
+        pick: impl Fn(&T, bool, usize) -> bool,
+    ) -> Vec<T> {
         self.entries
             .iter()
-            .filter(|a| a.pages.overlaps(pages) && pick(a.write, a.place))
+            .filter(|a| a.pages.overlaps(pages) && pick(&a.token, a.write, a.place))
             .map(|a| a.token.clone())
             .collect()
     }
@@ -133,7 +146,7 @@ mod tests {
         assert!(t.conflicts(&b(0, 4), false).is_empty());
         assert_eq!(t.conflicts(&b(3, 5), true), vec![1]);
         assert!(t.conflicts(&b(4, 8), true).is_empty());
-        assert_eq!(t.overlapping_where(&b(2, 3), |_, _| true), vec![1]);
+        assert_eq!(t.overlapping_where(&b(2, 3), |_, _, _| true), vec![1]);
     }
 
     #[test]
@@ -208,18 +221,39 @@ mod tests {
         t.record_at(b(0, 4), false, 1, 1, |_| false, any);
         t.record_at(b(0, 4), false, 2, 2, |_| false, any);
         t.record_at(b(2, 6), true, 3, 2, |_| false, any);
-        let into =
-            |t: &Tracker<i32>, place: usize| t.overlapping_where(&b(0, 4), |w, p| w || p == place);
+        let into = |t: &Tracker<i32>, place: usize| {
+            t.overlapping_where(&b(0, 4), |_, w, p| w || p == place)
+        };
         assert_eq!(into(&t, 1), vec![1, 3]);
         assert_eq!(into(&t, 2), vec![2, 3]);
         assert_eq!(into(&t, 0), vec![3]);
-        assert_eq!(t.overlapping_where(&b(0, 1), |_, _| true), vec![1, 2]);
+        assert_eq!(t.overlapping_where(&b(0, 1), |_, _, _| true), vec![1, 2]);
         // A copy into place 2 covering everything waited only for writes
         // and for place 2: the read at place 1 stays for later copies
         // into place 1.
         t.record_at(b(0, 8), true, 4, 2, |_| false, |_, w, p| w || p == 2);
         assert_eq!(t.tokens(), vec![1, 4]);
         assert_eq!(into(&t, 1), vec![1, 4]);
+    }
+
+    #[test]
+    fn conflicts_can_leave_out_chosen_accesses() {
+        let mut t = Tracker::new();
+        let any = |_: &i32, _: bool, _: usize| true;
+        // Token 1 writes at place 1, token 2 at place 2, token 3 reads at 1.
+        t.record_at(b(0, 4), true, 1, 1, |_| false, |_, _, _| false);
+        t.record_at(b(0, 4), true, 2, 2, |_| false, |_, _, _| false);
+        t.record_at(b(0, 4), false, 3, 1, |_| false, any);
+        let seen = |write: bool, pick: &dyn Fn(&i32, usize) -> bool| {
+            let mut v = Vec::new();
+            t.for_each_conflict(&b(1, 2), write, pick, |x| v.push(*x));
+            v
+        };
+        assert_eq!(seen(false, &|_, _| true), vec![1, 2]);
+        assert_eq!(seen(true, &|_, _| true), vec![1, 2, 3]);
+        // A read at place 1 leaving out what was recorded elsewhere.
+        assert_eq!(seen(false, &|_, at| at == 1), vec![1]);
+        assert_eq!(seen(true, &|x, _| *x != 2), vec![1, 3]);
     }
 
     #[test]

@@ -861,7 +861,7 @@ fn token_events(tokens: &[Token], ctx: &Context, loose: &mut bool) -> Result<Vec
 /// that ran earlier on the same in-order lane; held host accessors are
 /// never forgotten this way.
 fn record(st: &mut State, pages: Box3, write: bool, token: Token, lane: u64, place: usize) {
-    record_dropping(st, pages, write, token, lane, place, |_, _| true);
+    record_dropping(st, pages, write, token, lane, place, |_, _, _| true);
 }
 
 /// [`record`], dropping covered earlier accesses only where `waited(write,
@@ -873,7 +873,7 @@ fn record_dropping(
     token: Token,
     lane: u64,
     place: usize,
-    waited: impl Fn(bool, usize) -> bool,
+    waited: impl Fn(&Token, bool, usize) -> bool,
 ) {
     st.tracker.record_at(
         pages,
@@ -887,7 +887,7 @@ fn record_dropping(
         },
         // A read stands in for earlier reads of its lane only: a copy into
         // another place waits for writes, not reads, so a write must stay.
-        |t, w, at| !matches!(t, Token::Host(_)) && (write || !w) && waited(w, at),
+        |t, w, at| !matches!(t, Token::Host(_)) && (write || !w) && waited(t, w, at),
     );
 }
 
@@ -969,16 +969,31 @@ fn fetch(
 
 /// What a copy of `pages` into allocation `target` must wait for: every
 /// write of them, and every access to them at the target.
+/// True when `t`, recorded at `at`, is a copy into a place other than
+/// `target` from the place `src`: a copy from `src` into `target` neither
+/// changes what it reads nor reads what it writes, so they need not wait
+/// for each other.
+fn copy_from_same_source(t: &Token, at: usize, target: usize, src: usize) -> bool {
+    matches!(t, Token::Cmd(e) if at != target && e.copy_src.load(Ordering::Acquire) == src)
+}
+
+/// True when `t`, recorded at `at`, is a copy into a place other than
+/// `place`: a read at `place` does not touch what it writes.
+fn copy_elsewhere(t: &Token, at: usize, place: usize) -> bool {
+    matches!(t, Token::Cmd(e) if at != place && e.copy_src.load(Ordering::Acquire) != usize::MAX)
+}
+
 fn token_events_for_copy(
     st: &mut State,
     pages: &Box3,
     target: usize,
     src: usize,
 ) -> Result<Vec<Arc<Event>>> {
-    // Readers of other copies of these pages do not mind the copy.
-    let tokens = st
-        .tracker
-        .overlapping_where(pages, |write, at| write || at == target);
+    // Readers of other copies of these pages do not mind the copy, nor do
+    // copies from the same source into other places.
+    let tokens = st.tracker.overlapping_where(pages, |t, write, at| {
+        (write || at == target) && !copy_from_same_source(t, at, target, src)
+    });
     let ctx_of = |i: usize| {
         if i == 0 {
             None
@@ -1107,9 +1122,11 @@ fn fetch_one(
     }
     pages::set_box(&s.geom, &mut st.bits[target], pages, true);
     // The copies write the target's copy of these pages: later accesses
-    // that read it (on any lane or thread) must wait for them.
+    // that read it (on any lane or thread) must wait for them. They stand
+    // in only for what they waited for.
     for e in &events {
         e.internal.store(true, Ordering::Release);
+        e.copy_src.store(src, Ordering::Release);
         record_dropping(
             st,
             *pages,
@@ -1117,7 +1134,7 @@ fn fetch_one(
             Token::Cmd(e.clone()),
             0,
             target,
-            |w, at| w || at == target,
+            |t, w, at| (w || at == target) && !copy_from_same_source(t, at, target, src),
         );
     }
     Ok(events)
@@ -1401,8 +1418,13 @@ impl Queue {
             let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
             let mut gate_err = None;
             let mut loose = false;
-            st.tracker
-                .for_each_conflict(&pages, r.mode.writes(), |t| match t {
+            // A read here does not wait for copies into other places.
+            let writes = r.mode.writes();
+            st.tracker.for_each_conflict(
+                &pages,
+                writes,
+                |t, at| writes || !copy_elsewhere(t, at, alloc),
+                |t| match t {
                     Token::Cmd(e) => waits.push(e.clone()),
                     // This in-order queue runs the command after it anyway.
                     Token::Lane(p) if p.orders(self) => {}
@@ -1415,7 +1437,8 @@ impl Queue {
                         Ok(e) => waits.extend(e),
                         Err(e) => gate_err = Some(e),
                     },
-                });
+                },
+            );
             st.eventful |= loose;
             if let Some(e) = gate_err {
                 return Err(e);
