@@ -658,6 +658,19 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+/* The status of `ev` once it completed, or after 5 s of asking every
+ * 10 ms: a command held back by mistake fails the check instead of
+ * hanging the test. */
+static syrah_event_status status_within_5s(const syrah_event *ev) {
+  syrah_event_status st = SYRAH_EVENT_QUEUED;
+  int i;
+  for (i = 0; i < 500 && ev && st != SYRAH_EVENT_COMPLETE; ++i) {
+    EXPECT_OK(syrah_event_get_status(ev, &st));
+    if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
+  }
+  return st;
+}
+
 static void test_dependencies(const syrah_device *d) {
   env e;
   int *p = NULL, i, ok, one = 1;
@@ -816,7 +829,6 @@ static void test_without_events(const syrah_device *d) {
   {
     syrah_buffer *f = NULL;
     syrah_event *cev = NULL;
-    syrah_event_status st = SYRAH_EVENT_QUEUED;
     REQUIRE_OK(syrah_buffer_create(&bd, &f));
     for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
     EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
@@ -824,11 +836,7 @@ static void test_without_events(const syrah_device *d) {
     accs[0] = acc1(b, SYRAH_ACCESS_READ, 0, 0);
     accs[1] = acc1(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
     EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, &cev));
-    for (i = 0; i < 500 && cev && st != SYRAH_EVENT_COMPLETE; ++i) {
-      EXPECT_OK(syrah_event_get_status(cev, &st));
-      if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
-    }
-    EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
+    EXPECT_EQ(status_within_5s(cev), SYRAH_EVENT_COMPLETE);
     EXPECT_OK(syrah_host_accessor_release(ha));
     syrah_event_release(cev);
     EXPECT_OK(syrah_buffer_host_access(f, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
@@ -910,6 +918,35 @@ static void test_pinned(const syrah_device *d) {
 
 /* Two devices: pages move between them, within one context directly and
  * between contexts through the host, exactly as the page bits require. */
+/* `b` (N ints) holds host[i] + 1 everywhere. */
+static void expect_host_plus_one(syrah_buffer *b, const int *host) {
+  syrah_host_accessor *ha = NULL;
+  int *p = NULL, ok = 1;
+  size_t i;
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0; p && i < N; ++i) ok &= p[i] == host[i] + 1;
+  EXPECT_TRUE(p && ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+}
+
+/* Device 1 (`e1`) writes the data of `a` plus one into `dd` while `gate`
+ * holds device 2's queue (`e2`) back: that must complete on its own; then
+ * the gate opens and device 2's queue finishes. */
+static void copy_while_held(env *e1, env *e2, syrah_accessor a, syrah_buffer *dd, syrah_event *gate) {
+  syrah_accessor two[2];
+  syrah_kernel_arg cargs[2];
+  syrah_range rn = syrah_range_1d(N);
+  syrah_event *k1 = NULL;
+  two[0] = a;
+  two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  two_accessor_args(cargs);
+  EXPECT_OK(syrah_queue_submit_kernel(e1->q, e1->copyk, &rn, two, 2, cargs, 2, NULL, 0, &k1));
+  EXPECT_EQ(status_within_5s(k1), SYRAH_EVENT_COMPLETE);
+  EXPECT_OK(syrah_user_event_complete(gate, false));
+  EXPECT_OK(syrah_queue_wait(e2->q));
+  syrah_event_release(k1);
+}
+
 static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one_context) {
   env e1, e2;
   syrah_context *shared = NULL;
@@ -970,8 +1007,7 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
    * on device 2 (held back here by a user event). */
   {
     syrah_buffer *c = NULL, *dd = NULL;
-    syrah_event *gate = NULL, *k1 = NULL;
-    syrah_event_status st = SYRAH_EVENT_QUEUED;
+    syrah_event *gate = NULL;
     syrah_kernel_arg args[2];
     syrah_range r = syrah_range_1d(1);
     syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0);
@@ -989,31 +1025,14 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
     EXPECT_OK(syrah_queue_submit_kernel(e2.q, e2.peek, &r, &a, 1, args, 2, deps, 1, NULL));
     {
       /* Device 1 copies the pages it got into dd: they must be the data. */
-      syrah_accessor two[2];
-      syrah_kernel_arg cargs[2];
-      syrah_range rn = syrah_range_1d(N);
       syrah_buffer_desc dd_desc = t_desc1(N, NULL, SYRAH_HOST_NONE);
       REQUIRE_OK(syrah_buffer_create(&dd_desc, &dd));
-      two[0] = a;
-      two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
-      two_accessor_args(cargs);
-      EXPECT_OK(syrah_queue_submit_kernel(e1.q, e1.copyk, &rn, two, 2, cargs, 2, NULL, 0, &k1));
+      copy_while_held(&e1, &e2, a, dd, gate);
     }
-    for (i = 0; i < 500 && k1 && st != SYRAH_EVENT_COMPLETE; ++i) {
-      EXPECT_OK(syrah_event_get_status(k1, &st));
-      if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
-    }
-    EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
-    EXPECT_OK(syrah_user_event_complete(gate, false));
-    EXPECT_OK(syrah_queue_wait(e2.q));
     /* Within a context device 1 takes the pages from device 2. */
     EXPECT_EQ(stats(c).host_to_device_bytes, (one_context ? 1 : 2) * N * sizeof(int));
     EXPECT_EQ(stats(c).device_to_device_bytes, one_context ? N * sizeof(int) : 0);
-    EXPECT_OK(syrah_buffer_host_access(dd, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-    for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == host[i] + 1;
-    EXPECT_TRUE(ok);
-    EXPECT_OK(syrah_host_accessor_release(ha));
-    syrah_event_release(k1);
+    expect_host_plus_one(dd, host);
     syrah_event_release(gate);
     EXPECT_OK(syrah_buffer_release(dd));
     EXPECT_OK(syrah_buffer_release(c));
@@ -1025,11 +1044,10 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
    * either. */
   if (!one_context) {
     syrah_buffer *c = NULL, *other = NULL, *dd = NULL;
-    syrah_event *gate = NULL, *k1 = NULL;
-    syrah_event_status st = SYRAH_EVENT_QUEUED;
-    syrah_kernel_arg args[2], cargs[2];
-    syrah_range r = syrah_range_1d(1), rn = syrah_range_1d(N);
-    syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0), two[2];
+    syrah_event *gate = NULL;
+    syrah_kernel_arg args[2];
+    syrah_range r = syrah_range_1d(1);
+    syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0);
     syrah_buffer_desc dd_desc = t_desc1(N, NULL, SYRAH_HOST_NONE);
     const syrah_event *deps[1];
     int pitch = 0;
@@ -1047,27 +1065,13 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
     EXPECT_OK(syrah_queue_submit_kernel(e2.q, e2.peek, &r, &a, 1, args, 2, deps, 1, NULL));
     a.buffer = c;
     EXPECT_OK(syrah_queue_submit_kernel(e2.q, e2.peek, &r, &a, 1, args, 2, NULL, 0, NULL));
-    two[0] = a;
-    two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
-    two_accessor_args(cargs);
-    EXPECT_OK(syrah_queue_submit_kernel(e1.q, e1.copyk, &rn, two, 2, cargs, 2, NULL, 0, &k1));
-    for (i = 0; i < 500 && k1 && st != SYRAH_EVENT_COMPLETE; ++i) {
-      EXPECT_OK(syrah_event_get_status(k1, &st));
-      if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
-    }
-    EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
-    EXPECT_OK(syrah_user_event_complete(gate, false));
-    EXPECT_OK(syrah_queue_wait(e2.q));
+    copy_while_held(&e1, &e2, a, dd, gate);
     EXPECT_OK(syrah_queue_wait(e1.q));
     /* Each device got the pages from the host once. */
     EXPECT_EQ(stats(c).host_to_device_bytes, 2 * N * sizeof(int));
     EXPECT_EQ(stats(c).host_to_device_copies, 2);
     EXPECT_EQ(stats(c).device_to_host_bytes, 0);
-    EXPECT_OK(syrah_buffer_host_access(dd, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-    for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == host[i] + 1;
-    EXPECT_TRUE(ok);
-    EXPECT_OK(syrah_host_accessor_release(ha));
-    syrah_event_release(k1);
+    expect_host_plus_one(dd, host);
     syrah_event_release(gate);
     EXPECT_OK(syrah_buffer_release(dd));
     EXPECT_OK(syrah_buffer_release(other));
