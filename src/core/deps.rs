@@ -17,6 +17,27 @@ pub struct Access<T> {
     pub token: T,
     /// Where the access happened (for a buffer: which of its copies).
     pub place: usize,
+    /// For a copy of the pages from one place into another (`place`): the
+    /// place it reads.
+    pub from: Option<usize>,
+}
+
+impl<T> Access<T> {
+    /// Whether an access at `place` (writing if `write`) must wait for this
+    /// one, their pages overlapping: when either writes, except that a
+    /// read need not wait for a copy into another place, which writes only
+    /// there.
+    pub fn holds_up(&self, write: bool, place: usize) -> bool {
+        (write || self.write) && (write || self.from.is_none() || self.place == place)
+    }
+
+    /// Whether a copy from `src` into `target` must wait for this access,
+    /// their pages overlapping: every write and every access at `target`,
+    /// except a copy from `src` into another place (neither changes what
+    /// the other reads nor reads what the other writes).
+    pub fn holds_up_copy(&self, target: usize, src: usize) -> bool {
+        self.place == target || (self.write && self.from != Some(src))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -45,79 +66,74 @@ impl<T: Clone> Tracker<T> {
         self.entries.is_empty()
     }
 
-    /// Tokens of the recorded accesses a new access must wait for.
-    pub fn conflicts(&self, pages: &Box3, write: bool) -> Vec<T> {
-        self.entries
-            .iter()
-            .filter(|a| (write || a.write) && a.pages.overlaps(pages))
-            .map(|a| a.token.clone())
-            .collect()
+    /// Tokens of the recorded accesses an access at `place` must wait for
+    /// (see [`Access::holds_up`]).
+    pub fn conflicts(&self, pages: &Box3, write: bool, place: usize) -> Vec<T> {
+        let mut v = Vec::new();
+        self.for_each_conflict(pages, write, place, |t| v.push(t.clone()));
+        v
     }
 
-    /// Calls `f` with each recorded access a new access must wait for and
-    /// for which `pick(token, place)` holds (a read at one place need not
-    /// wait for a copy into another).
+    /// Calls `f` with each recorded access an access at `place` must wait
+    /// for.
     pub fn for_each_conflict(
         &self,
         pages: &Box3,
         write: bool,
-        pick: impl Fn(&T, usize) -> bool,
+        place: usize,
         mut f: impl FnMut(&T),
     ) {
         for a in &self.entries {
-            if (write || a.write) && a.pages.overlaps(pages) && pick(&a.token, a.place) {
+            if a.pages.overlaps(pages) && a.holds_up(write, place) {
                 f(&a.token);
             }
         }
     }
 
-    /// Tokens of the recorded accesses overlapping `pages` for which
-    /// `pick(token, write, place)` holds (a copy into one place waits for
-    /// every write and for any access at that place, not for reads
-    /// elsewhere).
-    pub fn overlapping_where(
-        &self,
-        pages: &Box3,
-        pick: impl Fn(&T, bool, usize) -> bool,
-    ) -> Vec<T> {
+    /// Tokens of the recorded accesses a copy of `pages` from `src` into
+    /// `target` must wait for (see [`Access::holds_up_copy`]).
+    pub fn copy_conflicts(&self, pages: &Box3, target: usize, src: usize) -> Vec<T> {
         self.entries
             .iter()
-            .filter(|a| a.pages.overlaps(pages) && pick(&a.token, a.write, a.place))
+            .filter(|a| a.pages.overlaps(pages) && a.holds_up_copy(target, src))
             .map(|a| a.token.clone())
             .collect()
     }
 
-    /// Records an access, dropping those a write makes redundant.
+    /// Records an access at place 0, dropping those a write makes
+    /// redundant.
     pub fn record(&mut self, pages: Box3, write: bool, token: T) {
-        self.record_at(pages, write, token, 0, |_| false, |_, _, _| true);
+        self.record_at(pages, write, token, 0, None, |_| false, |_| true);
     }
 
-    /// Records an access at `place` (for a buffer: which of its copies).
-    /// Earlier accesses whose pages it covers are dropped when it writes or
-    /// when `ordered_before` holds for them (ones certain to finish before
-    /// it, on the same in-order lane, so that waiting for it waits for
-    /// them), but only where `droppable(token, write, place)` holds: not
-    /// for an access that nothing enqueued can stand in for (a held host
-    /// accessor), nor for one this access did not wait for.
+    /// Records an access at `place` (for a buffer: which of its copies;
+    /// `from`: the place a copy reads). Earlier accesses whose pages it
+    /// covers are dropped when it writes or when `ordered_before` holds
+    /// for them (ones certain to finish before it, on the same in-order
+    /// lane, so that waiting for it waits for them), but only where
+    /// `droppable` holds: not for an access that nothing enqueued can
+    /// stand in for (a held host accessor), nor for one this access did
+    /// not wait for.
+    #[allow(clippy::too_many_arguments)]
     pub fn record_at(
         &mut self,
         pages: Box3,
         write: bool,
         token: T,
         place: usize,
+        from: Option<usize>,
         ordered_before: impl Fn(&T) -> bool,
-        droppable: impl Fn(&T, bool, usize) -> bool,
+        droppable: impl Fn(&Access<T>) -> bool,
     ) {
         self.entries.retain(|a| {
-            !(pages.contains(&a.pages)
-                && (write || ordered_before(&a.token))
-                && droppable(&a.token, a.write, a.place))
+            !(pages.contains(&a.pages) && (write || ordered_before(&a.token)) && droppable(a))
         });
         self.entries.push(Access {
             pages,
             write,
             token,
             place,
+            from,
         });
     }
 
@@ -143,10 +159,10 @@ mod tests {
     fn reads_do_not_conflict_with_reads() {
         let mut t = Tracker::new();
         t.record(b(0, 4), false, 1);
-        assert!(t.conflicts(&b(0, 4), false).is_empty());
-        assert_eq!(t.conflicts(&b(3, 5), true), vec![1]);
-        assert!(t.conflicts(&b(4, 8), true).is_empty());
-        assert_eq!(t.overlapping_where(&b(2, 3), |_, _, _| true), vec![1]);
+        assert!(t.conflicts(&b(0, 4), false, 0).is_empty());
+        assert_eq!(t.conflicts(&b(3, 5), true, 0), vec![1]);
+        assert!(t.conflicts(&b(4, 8), true, 0).is_empty());
+        assert_eq!(t.copy_conflicts(&b(2, 3), 0, 1), vec![1]);
     }
 
     #[test]
@@ -154,9 +170,9 @@ mod tests {
         let mut t = Tracker::new();
         t.record(b(0, 4), true, 1);
         t.record(b(4, 8), true, 2);
-        assert_eq!(t.conflicts(&b(2, 6), false), vec![1, 2]);
-        assert_eq!(t.conflicts(&b(6, 7), false), vec![2]);
-        assert!(t.conflicts(&b(8, 9), true).is_empty());
+        assert_eq!(t.conflicts(&b(2, 6), false, 0), vec![1, 2]);
+        assert_eq!(t.conflicts(&b(6, 7), false, 0), vec![2]);
+        assert!(t.conflicts(&b(8, 9), true, 0).is_empty());
     }
 
     #[test]
@@ -187,20 +203,22 @@ mod tests {
                 false,
                 (lane, i),
                 0,
+                None,
                 |&(l, _)| l == lane,
-                |_, _, _| true,
+                |_| true,
             );
         }
         assert_eq!(t.len(), 2);
-        assert_eq!(t.conflicts(&b(0, 1), true), vec![(0, 998), (1, 999)]);
+        assert_eq!(t.conflicts(&b(0, 1), true, 0), vec![(0, 998), (1, 999)]);
         // A read of fewer pages does not replace a wider one.
         t.record_at(
             b(0, 1),
             false,
             (0, 1000),
             0,
+            None,
             |&(l, _)| l == 0,
-            |_, _, _| true,
+            |_| true,
         );
         assert_eq!(t.len(), 3);
     }
@@ -210,50 +228,70 @@ mod tests {
         let mut t = Tracker::new();
         t.record(b(0, 4), false, 1);
         t.record(b(0, 2), false, 2);
-        t.record_at(b(0, 4), true, 3, 0, |_| false, |&x, _, _| x != 2);
+        t.record_at(b(0, 4), true, 3, 0, None, |_| false, |a| a.token != 2);
         assert_eq!(t.tokens(), vec![2, 3]);
     }
 
     #[test]
     fn copies_wait_for_writes_and_their_own_place() {
         let mut t = Tracker::new();
-        let any = |_: &i32, _: bool, _: usize| true;
-        t.record_at(b(0, 4), false, 1, 1, |_| false, any);
-        t.record_at(b(0, 4), false, 2, 2, |_| false, any);
-        t.record_at(b(2, 6), true, 3, 2, |_| false, any);
-        let into = |t: &Tracker<i32>, place: usize| {
-            t.overlapping_where(&b(0, 4), |_, w, p| w || p == place)
-        };
+        let any = |_: &Access<i32>| true;
+        t.record_at(b(0, 4), false, 1, 1, None, |_| false, any);
+        t.record_at(b(0, 4), false, 2, 2, None, |_| false, any);
+        t.record_at(b(2, 6), true, 3, 2, None, |_| false, any);
+        let into = |t: &Tracker<i32>, place: usize| t.copy_conflicts(&b(0, 4), place, 9);
         assert_eq!(into(&t, 1), vec![1, 3]);
         assert_eq!(into(&t, 2), vec![2, 3]);
         assert_eq!(into(&t, 0), vec![3]);
-        assert_eq!(t.overlapping_where(&b(0, 1), |_, _, _| true), vec![1, 2]);
+        assert_eq!(t.conflicts(&b(0, 1), true, 0), vec![1, 2]);
         // A copy into place 2 covering everything waited only for writes
         // and for place 2: the read at place 1 stays for later copies
         // into place 1.
-        t.record_at(b(0, 8), true, 4, 2, |_| false, |_, w, p| w || p == 2);
+        t.record_at(
+            b(0, 8),
+            true,
+            4,
+            2,
+            Some(0),
+            |_| false,
+            |a| a.holds_up_copy(2, 0),
+        );
         assert_eq!(t.tokens(), vec![1, 4]);
         assert_eq!(into(&t, 1), vec![1, 4]);
     }
 
     #[test]
-    fn conflicts_can_leave_out_chosen_accesses() {
+    fn copies_between_places_hold_up_only_what_they_touch() {
         let mut t = Tracker::new();
-        let any = |_: &i32, _: bool, _: usize| true;
-        // Token 1 writes at place 1, token 2 at place 2, token 3 reads at 1.
-        t.record_at(b(0, 4), true, 1, 1, |_| false, |_, _, _| false);
-        t.record_at(b(0, 4), true, 2, 2, |_| false, |_, _, _| false);
-        t.record_at(b(0, 4), false, 3, 1, |_| false, any);
-        let seen = |write: bool, pick: &dyn Fn(&i32, usize) -> bool| {
-            let mut v = Vec::new();
-            t.for_each_conflict(&b(1, 2), write, pick, |x| v.push(*x));
-            v
-        };
-        assert_eq!(seen(false, &|_, _| true), vec![1, 2]);
-        assert_eq!(seen(true, &|_, _| true), vec![1, 2, 3]);
-        // A read at place 1 leaving out what was recorded elsewhere.
-        assert_eq!(seen(false, &|_, at| at == 1), vec![1]);
-        assert_eq!(seen(true, &|x, _| *x != 2), vec![1, 3]);
+        let any = |_: &Access<i32>| true;
+        // Token 1 copies the pages from place 0 into place 1, token 2 from
+        // place 0 into place 2.
+        t.record_at(b(0, 4), true, 1, 1, Some(0), |_| false, any);
+        t.record_at(
+            b(0, 4),
+            true,
+            2,
+            2,
+            Some(0),
+            |_| false,
+            |a| a.holds_up_copy(2, 0),
+        );
+        // The second did not wait for the first, so it did not drop it.
+        assert_eq!(t.tokens(), vec![1, 2]);
+        assert_eq!(t.copy_conflicts(&b(1, 2), 2, 0), vec![2]);
+        assert_eq!(t.copy_conflicts(&b(1, 2), 3, 0), Vec::<i32>::new());
+        // A copy into place 0 overwrites what both read; one from place 1
+        // reads what the first writes.
+        assert_eq!(t.copy_conflicts(&b(1, 2), 0, 1), vec![1, 2]);
+        assert_eq!(t.copy_conflicts(&b(1, 2), 3, 1), vec![1, 2]);
+        // A read waits only for the copy into its own place; a write, for
+        // both.
+        assert_eq!(t.conflicts(&b(1, 2), false, 1), vec![1]);
+        assert_eq!(t.conflicts(&b(1, 2), false, 3), Vec::<i32>::new());
+        assert_eq!(t.conflicts(&b(1, 2), true, 3), vec![1, 2]);
+        // A write elsewhere is waited for by every read.
+        t.record_at(b(0, 4), true, 3, 3, None, |_| false, |_| false);
+        assert_eq!(t.conflicts(&b(1, 2), false, 1), vec![1, 3]);
     }
 
     #[test]
@@ -264,6 +302,6 @@ mod tests {
         }
         t.retain(|&tok| tok >= 90);
         assert_eq!(t.len(), 10);
-        assert_eq!(t.conflicts(&b(0, 100), false).len(), 10);
+        assert_eq!(t.conflicts(&b(0, 100), false, 0).len(), 10);
     }
 }

@@ -8,7 +8,7 @@ use super::event::Event;
 use super::platform::Device;
 use super::queue::{Held, LanePos, LanePositions, Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
-use crate::core::deps::Tracker;
+use crate::core::deps::{Access, Tracker};
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3, Geometry, PageBits};
 use crate::core::pool::AllocCache;
@@ -861,11 +861,13 @@ fn token_events(tokens: &[Token], ctx: &Context, loose: &mut bool) -> Result<Vec
 /// that ran earlier on the same in-order lane; held host accessors are
 /// never forgotten this way.
 fn record(st: &mut State, pages: Box3, write: bool, token: Token, lane: u64, place: usize) {
-    record_dropping(st, pages, write, token, lane, place, |_, _, _| true);
+    record_dropping(st, pages, write, token, lane, place, None, |_| true);
 }
 
-/// [`record`], dropping covered earlier accesses only where `waited(write,
-/// place)` says this one waited for them.
+/// [`record`] for an access at `place` (a copy from `from`), dropping
+/// covered earlier accesses only where `waited` says this one waited for
+/// them.
+#[allow(clippy::too_many_arguments)]
 fn record_dropping(
     st: &mut State,
     pages: Box3,
@@ -873,13 +875,15 @@ fn record_dropping(
     token: Token,
     lane: u64,
     place: usize,
-    waited: impl Fn(&Token, bool, usize) -> bool,
+    from: Option<usize>,
+    waited: impl Fn(&Access<Token>) -> bool,
 ) {
     st.tracker.record_at(
         pages,
         write,
         token,
         place,
+        from,
         |t| match t {
             Token::Cmd(e) => lane != 0 && e.lane.load(Ordering::Acquire) == lane,
             Token::Lane(p) => lane != 0 && p.lane == lane,
@@ -887,7 +891,7 @@ fn record_dropping(
         },
         // A read stands in for earlier reads of its lane only: a copy into
         // another place waits for writes, not reads, so a write must stay.
-        |t, w, at| !matches!(t, Token::Host(_)) && (write || !w) && waited(t, w, at),
+        |a| !matches!(a.token, Token::Host(_)) && (write || !a.write) && waited(a),
     );
 }
 
@@ -967,33 +971,15 @@ fn fetch(
     Ok(events)
 }
 
-/// What a copy of `pages` into allocation `target` must wait for: every
-/// write of them, and every access to them at the target.
-/// True when `t`, recorded at `at`, is a copy into a place other than
-/// `target` from the place `src`: a copy from `src` into `target` neither
-/// changes what it reads nor reads what it writes, so they need not wait
-/// for each other.
-fn copy_from_same_source(t: &Token, at: usize, target: usize, src: usize) -> bool {
-    matches!(t, Token::Cmd(e) if at != target && e.copy_src.load(Ordering::Acquire) == src)
-}
-
-/// True when `t`, recorded at `at`, is a copy into a place other than
-/// `place`: a read at `place` does not touch what it writes.
-fn copy_elsewhere(t: &Token, at: usize, place: usize) -> bool {
-    matches!(t, Token::Cmd(e) if at != place && e.copy_src.load(Ordering::Acquire) != usize::MAX)
-}
-
+/// What a copy of `pages` from allocation `src` into allocation `target`
+/// must wait for (see [`Access::holds_up_copy`]).
 fn token_events_for_copy(
     st: &mut State,
     pages: &Box3,
     target: usize,
     src: usize,
 ) -> Result<Vec<Arc<Event>>> {
-    // Readers of other copies of these pages do not mind the copy, nor do
-    // copies from the same source into other places.
-    let tokens = st.tracker.overlapping_where(pages, |t, write, at| {
-        (write || at == target) && !copy_from_same_source(t, at, target, src)
-    });
+    let tokens = st.tracker.copy_conflicts(pages, target, src);
     let ctx_of = |i: usize| {
         if i == 0 {
             None
@@ -1126,7 +1112,6 @@ fn fetch_one(
     // in only for what they waited for.
     for e in &events {
         e.internal.store(true, Ordering::Release);
-        e.copy_src.store(src, Ordering::Release);
         record_dropping(
             st,
             *pages,
@@ -1134,7 +1119,8 @@ fn fetch_one(
             Token::Cmd(e.clone()),
             0,
             target,
-            |t, w, at| (w || at == target) && !copy_from_same_source(t, at, target, src),
+            Some(src),
+            |a| a.holds_up_copy(target, src),
         );
     }
     Ok(events)
@@ -1418,13 +1404,8 @@ impl Queue {
             let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
             let mut gate_err = None;
             let mut loose = false;
-            // A read here does not wait for copies into other places.
-            let writes = r.mode.writes();
-            st.tracker.for_each_conflict(
-                &pages,
-                writes,
-                |t, at| writes || !copy_elsewhere(t, at, alloc),
-                |t| match t {
+            st.tracker
+                .for_each_conflict(&pages, r.mode.writes(), alloc, |t| match t {
                     Token::Cmd(e) => waits.push(e.clone()),
                     // This in-order queue runs the command after it anyway.
                     Token::Lane(p) if p.orders(self) => {}
@@ -1437,8 +1418,7 @@ impl Queue {
                         Ok(e) => waits.extend(e),
                         Err(e) => gate_err = Some(e),
                     },
-                },
-            );
+                });
             st.eventful |= loose;
             if let Some(e) = gate_err {
                 return Err(e);
@@ -1524,7 +1504,7 @@ impl Queue {
             let pages = r.buffer.pages_of(r.offset, r.range)?;
             let mut st = s.state.lock();
             prune_if(&mut st, false);
-            let conflicts = st.tracker.conflicts(&pages, r.mode.writes());
+            let conflicts = st.tracker.conflicts(&pages, r.mode.writes(), 0);
             let mut loose = false;
             waits.extend(token_events(&conflicts, &self.ctx, &mut loose)?);
             st.eventful |= loose;
@@ -1593,7 +1573,7 @@ impl Buffer {
         let pages = self.pages_of(offset, range)?;
         let mut st = s.state.lock();
         prune(&mut st);
-        let conflicts = st.tracker.conflicts(&pages, mode.writes());
+        let conflicts = st.tracker.conflicts(&pages, mode.writes(), 0);
         for t in &conflicts {
             match t {
                 Token::Cmd(e) => e.wait()?,

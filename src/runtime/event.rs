@@ -54,9 +54,6 @@ pub struct Event {
     /// A transfer Syrah made for a command: its failure reaches the user
     /// through that command, not as an error of its own.
     pub internal: AtomicBool,
-    /// For a copy between copies of a buffer's pages: the copy it reads
-    /// (`usize::MAX` for anything else).
-    pub copy_src: std::sync::atomic::AtomicUsize,
     /// Process-unique command id (names the command in traces and graphs).
     pub id: u64,
     /// Bytes the command moves (copies and fills; 0 otherwise).
@@ -132,7 +129,6 @@ impl Event {
             lane_seq: AtomicU64::new(0),
             completed: AtomicBool::new(false),
             internal: AtomicBool::new(false),
-            copy_src: std::sync::atomic::AtomicUsize::new(usize::MAX),
             id: next_id(),
             bytes: AtomicU64::new(0),
             submit_ns: AtomicU64::new(0),
