@@ -37,9 +37,11 @@ pub struct Event {
     failure: Mutex<Option<Error>>,
     /// For user events: set once completed by hand.
     user_done: AtomicBool,
-    /// For commands: set once the driver said the command ended, so that
-    /// nobody asks again (drivers charge microseconds per query).
-    finished: AtomicBool,
+    /// For commands: what is known of their end, so that nobody asks the
+    /// driver again (drivers charge microseconds per query): 0 nothing,
+    /// [`ENDED`] (perhaps failed), or [`COMPLETED`] without error (said of
+    /// the command or of a later one of its lane). Only ever rises.
+    ended: AtomicU8,
     /// Enqueued behind something that may not finish soon (an unfinished
     /// user event, or a command itself gated).
     gated: AtomicBool,
@@ -47,10 +49,6 @@ pub struct Event {
     /// commands of one lane finish in the order of their places.
     pub lane: AtomicU64,
     pub lane_seq: AtomicU64,
-    /// Set once the command is known to have completed without error
-    /// (CL_COMPLETE), as the driver said of it or of a later command of
-    /// its lane.
-    completed: AtomicBool,
     /// A transfer Syrah made for a command: its failure reaches the user
     /// through that command, not as an error of its own.
     pub internal: AtomicBool,
@@ -77,6 +75,10 @@ fn next_id() -> u64 {
 
 const OUTCOME_OK: u8 = 1;
 const OUTCOME_FAILED: u8 = 2;
+
+/// See `Event::ended`.
+const ENDED: u8 = 1;
+const COMPLETED: u8 = 2;
 
 // SAFETY: cl_event is thread-safe per the OpenCL specification.
 unsafe impl Send for Event {}
@@ -123,11 +125,10 @@ impl Event {
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
-            finished: AtomicBool::new(false),
+            ended: AtomicU8::new(0),
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
             lane_seq: AtomicU64::new(0),
-            completed: AtomicBool::new(false),
             internal: AtomicBool::new(false),
             id: next_id(),
             bytes: AtomicU64::new(0),
@@ -152,7 +153,7 @@ impl Event {
             }
             _ => {}
         }
-        let status = if self.completed.load(Ordering::Acquire) {
+        let status = if self.ended.load(Ordering::Acquire) == COMPLETED {
             CL_COMPLETE
         } else {
             self.raw_status()?
@@ -345,14 +346,24 @@ impl Event {
         if self.user {
             return self.user_done.load(Ordering::Acquire);
         }
-        if self.finished.load(Ordering::Acquire) {
+        if self.ended.load(Ordering::Acquire) != 0 {
             return true;
         }
-        let done = self.raw_status().map_or(true, |s| s <= CL_COMPLETE);
-        if done {
-            self.finished.store(true, Ordering::Release);
+        match self.raw_status() {
+            Ok(s) if s > CL_COMPLETE => false,
+            Ok(s) => {
+                self.note_end(s);
+                true
+            }
+            Err(_) => true,
         }
-        done
+    }
+
+    /// Remembers that the command ended with status `s` (CL_COMPLETE or a
+    /// failure).
+    fn note_end(&self, s: cl_int) {
+        let level = if s == CL_COMPLETE { COMPLETED } else { ENDED };
+        self.ended.fetch_max(level, Ordering::AcqRel);
     }
 
     /// Waits for the command with the driver's clWaitForEvents and returns
@@ -363,6 +374,8 @@ impl Event {
         let api = api()?;
         // SAFETY: waiting on one live event.
         let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };
+        // Not for a user event: one completed as failed is complete to
+        // OpenCL, its failure being Syrah's to track.
         if rc == CL_SUCCESS && !self.user {
             self.mark_completed();
         }
@@ -377,20 +390,16 @@ impl Event {
             OUTCOME_FAILED => return false,
             _ => {}
         }
-        if self.completed.load(Ordering::Acquire) {
-            return true;
-        }
-        if self.user || self.finished.load(Ordering::Acquire) {
-            return false;
+        match self.ended.load(Ordering::Acquire) {
+            COMPLETED => return true,
+            ENDED => return false,
+            _ if self.user => return false,
+            _ => {}
         }
         match self.raw_status() {
-            Ok(CL_COMPLETE) => {
-                self.mark_completed();
-                true
-            }
-            Ok(s) if s < 0 => {
-                self.finished.store(true, Ordering::Release);
-                false
+            Ok(s) if s <= CL_COMPLETE => {
+                self.note_end(s);
+                s == CL_COMPLETE
             }
             _ => false,
         }
@@ -399,21 +408,21 @@ impl Event {
     /// Records that the command completed without error: a later command
     /// of its in-order lane did.
     pub fn mark_completed(&self) {
-        self.completed.store(true, Ordering::Release);
-        self.finished.store(true, Ordering::Release);
+        self.note_end(CL_COMPLETE);
     }
 
     /// True when the command is already known to have completed without
     /// error, without asking the driver.
     pub fn known_ok(&self) -> bool {
-        self.outcome.load(Ordering::Acquire) == OUTCOME_OK || self.completed.load(Ordering::Acquire)
+        self.outcome.load(Ordering::Acquire) == OUTCOME_OK
+            || self.ended.load(Ordering::Acquire) == COMPLETED
     }
 
     /// True when the command is already known to have finished (or
     /// failed), without asking the driver.
     pub fn known_done(&self) -> bool {
         self.outcome.load(Ordering::Acquire) != 0
-            || self.finished.load(Ordering::Acquire)
+            || self.ended.load(Ordering::Acquire) != 0
             || (self.user && self.user_done.load(Ordering::Acquire))
     }
 
