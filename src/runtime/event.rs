@@ -411,6 +411,13 @@ impl Event {
         self.note_end(CL_COMPLETE);
     }
 
+    /// The in-order lane the command ran on and its place there, if it ran
+    /// on one.
+    pub fn lane_place(&self) -> Option<(u64, u64)> {
+        let lane = self.lane.load(Ordering::Acquire);
+        (lane != 0 && !self.user).then(|| (lane, self.lane_seq.load(Ordering::Acquire)))
+    }
+
     /// True when the command is already known to have completed without
     /// error, without asking the driver.
     pub fn known_ok(&self) -> bool {

@@ -277,19 +277,15 @@ unsafe impl Sync for Queue {}
 
 const SCAN_MIN: usize = 64;
 const FRONT_EVERY: usize = 32;
+/// Entries at the front of the list whose lanes are looked at together.
+const INFER_WINDOW: usize = 128;
+
 /// True when `ev` is on a lane that `running` (from [`infer_completed`])
 /// says had not completed commands from `ev`'s place on.
 fn on_running_lane(ev: &Event, running: &[(u64, u64)]) -> bool {
-    use std::sync::atomic::Ordering::Acquire;
-    let lane = ev.lane.load(Acquire);
-    lane != 0
-        && running
-            .iter()
-            .any(|&(l, from)| l == lane && ev.lane_seq.load(Acquire) >= from)
+    ev.lane_place()
+        .is_some_and(|(lane, seq)| running.iter().any(|&(l, from)| l == lane && seq >= from))
 }
-
-/// Entries at the front of the list whose lanes are looked at together.
-const INFER_WINDOW: usize = 128;
 
 /// Asks the driver about as few commands as it can to learn which of
 /// `entries` completed. A lane finishes its commands in order, so per lane
@@ -308,12 +304,10 @@ const INFER_WINDOW: usize = 128;
 /// the lane completed would not be: OpenCL leaves the state of a queue
 /// after a failed command to the driver, as for launches without events.
 fn infer_completed<'a>(entries: impl Iterator<Item = &'a Entry>) -> SmallVec<[(u64, u64); 8]> {
-    use std::sync::atomic::Ordering::Acquire;
     let mut on: Vec<(u64, u64, &Arc<Event>)> = entries
         .map(|e| &e.event)
-        .filter(|ev| !ev.user && !ev.known_done())
-        .map(|ev| (ev.lane.load(Acquire), ev.lane_seq.load(Acquire), ev))
-        .filter(|&(lane, _, _)| lane != 0)
+        .filter(|ev| !ev.known_done())
+        .filter_map(|ev| ev.lane_place().map(|(lane, seq)| (lane, seq, ev)))
         .collect();
     on.sort_unstable_by_key(|&(lane, seq, _)| (lane, seq));
     let mut from = SmallVec::new();
@@ -905,9 +899,7 @@ impl Queue {
     fn drop_finished_front(&self, inf: &mut Inflight) {
         let mut running: Option<SmallVec<[(u64, u64); 8]>> = None;
         while let Some(front) = inf.entries.front() {
-            let on_lane = !front.event.user
-                && front.event.lane.load(std::sync::atomic::Ordering::Acquire) != 0;
-            if on_lane && !front.event.known_done() {
+            if front.event.lane_place().is_some() && !front.event.known_done() {
                 if running
                     .as_ref()
                     .is_some_and(|r| on_running_lane(&front.event, r))
