@@ -151,19 +151,7 @@ impl Stager {
 
 /// The status of a command, asked of the driver.
 fn event_status(ev: cl_event) -> Result<cl_int> {
-    let mut status: cl_int = CL_COMPLETE;
-    // SAFETY: a live event; the status is a cl_int.
-    let rc = unsafe {
-        (api()?.clGetEventInfo)(
-            ev,
-            CL_EVENT_COMMAND_EXECUTION_STATUS,
-            std::mem::size_of::<cl_int>(),
-            (&mut status as *mut cl_int).cast(),
-            std::ptr::null_mut(),
-        )
-    };
-    check(rc, "clGetEventInfo on a staged chunk")?;
-    Ok(status)
+    crate::opencl::info::event_scalar(api()?, ev, CL_EVENT_COMMAND_EXECUTION_STATUS)
 }
 
 /// Asks about a command until it has ended; its final status (waiting
