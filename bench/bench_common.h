@@ -95,7 +95,8 @@ static inline void bench_json(const char *fmt, ...) {
 /* OpenCL calls counted by libsyrah_clcalls.so (bench/clcalls.c) when it
  * is loaded: preloaded with LD_PRELOAD for the raw calls and named by
  * SYRAH_OPENCL_LIBRARY for Syrah's. calls_begin starts a count; calls_end
- * prints, per command of `commands`, each call made since, and how much of
+ * prints to stderr (the tables on stdout stay whole), per command of
+ * `commands`, each call made since, and how much of
  * the `host_us` each command took was spent inside OpenCL. Both do nothing
  * when the library is not loaded. */
 #include "clcalls.h"
@@ -119,13 +120,13 @@ static inline void calls_end(const char *label, int commands, double host_us) {
   if (!take) return;
   n = take(rows, 64);
   if (n > 64) n = 64;
-  printf("| %s | call | calls per command | µs per call |\n| --- | --- | --- | --- |\n", label);
+  fprintf(stderr, "| %s | call | calls per command | µs per call |\n| --- | --- | --- | --- |\n", label);
   for (i = 0; i < n; ++i) {
     double per = (double)rows[i].calls / commands, us = (double)rows[i].nanoseconds / 1e3 / (double)rows[i].calls;
     inside += per * us;
-    printf("| | %s | %.4f | %.3f |\n", rows[i].name, per, us);
+    fprintf(stderr, "| | %s | %.4f | %.3f |\n", rows[i].name, per, us);
   }
-  printf("| | host µs per command: %.3f, inside OpenCL %.3f, outside %.3f | | |\n\n", host_us, inside,
+  fprintf(stderr, "| | host µs per command: %.3f, inside OpenCL %.3f, outside %.3f | | |\n\n", host_us, inside,
          host_us - inside);
 }
 
