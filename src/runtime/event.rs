@@ -411,6 +411,15 @@ impl Event {
         self.note_end(CL_COMPLETE);
     }
 
+    /// Whether a command enqueued on lane `lane` must name this one in its
+    /// wait list: not when this one ran on that lane (the lane orders
+    /// them), nor when it is known to have completed without error
+    /// (waiting across queues costs some drivers microseconds). A failed
+    /// one stays: the driver may then hold the command back.
+    pub fn waited_for_on(&self, lane: u64) -> bool {
+        self.lane.load(Ordering::Acquire) != lane && !self.known_ok()
+    }
+
     /// The in-order lane the command ran on and its place there, if it ran
     /// on one.
     pub fn lane_place(&self) -> Option<(u64, u64)> {

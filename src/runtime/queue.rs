@@ -554,10 +554,7 @@ impl Queue {
                 let lane = &mut lanes.list[i];
                 let wl: SmallVec<[cl_event; 8]> = all
                     .iter()
-                    .filter(|d| {
-                        d.lane.load(std::sync::atomic::Ordering::Acquire) != lane.id
-                            && !d.known_ok()
-                    })
+                    .filter(|d| d.waited_for_on(lane.id))
                     .map(|d| d.cl)
                     .collect();
                 enqueue(lane.cl, &wl, std::ptr::null_mut())?;
@@ -742,13 +739,8 @@ impl Queue {
         let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
         let lane_id = lanes.list[i].id;
         for d in &all {
-            // A command of the chosen lane (its tail or earlier) is ordered
-            // by the lane itself; one known to have completed without error
-            // needs no wait (waiting across queues costs some drivers
-            // microseconds). A failed one stays: the driver may then hold
-            // the command back.
-            let on_lane = d.lane.load(std::sync::atomic::Ordering::Acquire) == lane_id;
-            if d.ctx_id == self.ctx.id && !on_lane && !d.known_ok() {
+            // Another context's command is waited for through its bridge.
+            if d.ctx_id == self.ctx.id && d.waited_for_on(lane_id) {
                 wl.push(d.cl);
             }
         }
