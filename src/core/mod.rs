@@ -1,6 +1,7 @@
 //! Pure logic with no OpenCL calls: selection, aspects, allocation
 //! registry, launch checks, fill planning, staging plans, page maps,
-//! dependency tracking, lane order and trace text.
+//! dependency tracking, lane order, trace text and copies around the
+//! caches.
 
 pub mod aspects;
 pub mod deps;
@@ -14,4 +15,5 @@ pub mod registry;
 pub mod selector;
 pub mod slab;
 pub mod staging;
+pub mod stream;
 pub mod trace;

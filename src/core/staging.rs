@@ -4,14 +4,29 @@
 //! of pinned chunks: host threads fill one chunk while the device copies
 //! the previous one.
 
-/// Bytes of one pinned chunk: the unit of the device's copies. Host
-/// threads fill a chunk piece by piece, in order, and the device copy of a
-/// chunk starts as soon as its last piece is in, so chunks can be small.
-pub const CHUNK: usize = 4 << 20;
-/// Chunks in the ring: how many device copies may be in flight.
-pub const SLOTS: usize = 16;
+/// Bytes of the pinned ring a device's staged copies go through, one
+/// contiguous block: chunk after chunk of a copy takes the next part of it,
+/// wrapping round, so a copy larger than the ring reuses it.
+pub const RING: usize = 64 << 20;
+/// The largest chunk: the unit of the device's copies, which lose a little
+/// speed to each copy's own cost (on an H100 host 4 MiB copies from pinned
+/// memory ran at 49 GB/s, 16 MiB ones at 53).
+pub const CHUNK: usize = 8 << 20;
+/// The first chunk of a copy. Chunks start small and double up to the
+/// copy's chunk size, so the device's first copy starts after a few host
+/// pieces rather than a whole chunk's worth.
+pub const FIRST: usize = 512 << 10;
 /// Bytes one host thread copies at a time.
 pub const PIECE: usize = 256 << 10;
+/// Towards the device, the last bytes of a copy that host threads write
+/// around their caches (see `core::stream`): the device reads them soon
+/// after they are written, before other writes push them out of the
+/// caches, and reading lines still held by a core is slow. On an H100 host
+/// the last 16-24 MiB were affected (up to 8 MiB chunk copies taking
+/// 300-1000 µs instead of 154); writing the whole copy that way slows the
+/// device's reads of the earlier chunks instead, as the writes then compete
+/// with them for memory.
+pub const STREAM_TAIL: usize = 32 << 20;
 /// The smallest copy worth staging: below it the chunk's extra host copy
 /// and the hand-over to a runtime thread cost more than they save
 /// (measured on an H100 host: staged 4 MiB copies ran at 4-6 GB/s, direct
@@ -37,15 +52,22 @@ pub fn enabled(own_memory: bool, setting: Option<&str>) -> (bool, Option<String>
     }
 }
 
-/// The chunk size for a staged copy of `size` bytes: a `SLOTS`th of it
-/// (in whole MiB), so that even a copy of a few chunks keeps host threads
-/// and the device busy at once, but at least 2 MiB and at most `CHUNK`.
+/// The chunk size for a staged copy of `size` bytes: the power of two at
+/// or above an eighth of it, so that even a copy of a few chunks keeps host
+/// threads and the device busy at once, but at least 2 MiB and at most
+/// `CHUNK`. Always divides `RING`.
 pub fn chunk_for(size: usize) -> usize {
-    const MIB: usize = 1 << 20;
-    (size / SLOTS)
-        .div_ceil(MIB)
-        .saturating_mul(MIB)
-        .clamp(2 * MIB, CHUNK)
+    (size / 8)
+        .checked_next_power_of_two()
+        .unwrap_or(CHUNK)
+        .clamp(2 << 20, CHUNK)
+}
+
+/// Threads of the pool that copies pieces on a host with `cores` cores:
+/// three quarters of them, at least one (one core of the rest runs the
+/// copy itself and hands chunks to the driver).
+pub fn copiers_for(cores: usize) -> usize {
+    (cores * 3 / 4).max(1)
 }
 
 /// Whether a copy of `size` bytes is staged on a device where staging is
@@ -54,49 +76,61 @@ pub fn worth_it(on: bool, size: usize) -> bool {
     on && size >= MIN_BYTES
 }
 
-/// The chunks of a staged copy of `total` bytes: (offset, length) pairs of
-/// at most `chunk` bytes, in order, covering every byte once.
-pub fn runs(total: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
-    let chunk = chunk.max(1);
-    (0..total.div_ceil(chunk)).map(move |k| {
-        let off = k * chunk;
-        (off, chunk.min(total - off))
-    })
-}
-
-/// How a staged copy of `total` bytes is cut: chunks of `chunk` bytes (see
-/// [`runs`]), each cut into pieces of at most [`PIECE`] bytes. Pieces are
-/// numbered in order, chunk after chunk, so threads taking the next number
-/// finish the chunks in order.
+/// How a staged copy of `total` bytes is cut. Chunks follow each other
+/// through the copy and through the ring (chunk `k` lies at its offset in
+/// the copy modulo [`RING`]); the first ones ramp up from [`FIRST`],
+/// doubling, until together they fill one chunk of the copy's chunk size,
+/// after which every chunk has that size (the last one what is left).
+/// Chunks are cut into pieces of at most [`PIECE`] bytes, numbered in
+/// order chunk after chunk, so threads taking the next number finish the
+/// chunks in order.
 #[derive(Debug)]
 pub struct Plan {
+    /// Offset in the copy and length of each chunk, in order.
     pub chunks: Vec<(usize, usize)>,
-    /// Pieces of a whole chunk.
-    per_chunk: usize,
+    /// The number of each chunk's first piece.
+    first_piece: Vec<usize>,
     /// Pieces in all.
     pub pieces: usize,
+    total: usize,
 }
 
 impl Plan {
-    pub fn new(total: usize, chunk: usize) -> Plan {
-        let chunks: Vec<(usize, usize)> = runs(total, chunk).collect();
-        let per_chunk = chunk.max(1).div_ceil(PIECE);
-        let pieces = match chunks.last() {
-            None => 0,
-            Some(&(_, last)) => (chunks.len() - 1) * per_chunk + last.div_ceil(PIECE),
-        };
+    /// The plan for a copy of `total` bytes, with chunks of
+    /// [`chunk_for`]`(total)`.
+    pub fn new(total: usize) -> Plan {
+        Plan::with_chunk(total, chunk_for(total))
+    }
+
+    /// `chunk` must be a power of two of at least `2 * FIRST` that divides
+    /// `RING`, so that no chunk straddles the ring's end.
+    fn with_chunk(total: usize, chunk: usize) -> Plan {
+        let mut chunks = Vec::with_capacity(total.div_ceil(chunk) + 8);
+        let mut first_piece = Vec::with_capacity(chunks.capacity());
+        let (mut off, mut pieces) = (0, 0);
+        while off < total {
+            // Ramping up: the next chunk is as long as all before it (the
+            // first one FIRST), up to `chunk`.
+            let want = if off == 0 { FIRST } else { off.min(chunk) };
+            let len = want.min(total - off);
+            chunks.push((off, len));
+            first_piece.push(pieces);
+            pieces += len.div_ceil(PIECE);
+            off += len;
+        }
         Plan {
             chunks,
-            per_chunk,
+            first_piece,
             pieces,
+            total,
         }
     }
 
     /// Piece `p` (below `pieces`): its chunk, and its offset in the chunk
     /// and length.
     pub fn piece(&self, p: usize) -> (usize, usize, usize) {
-        let k = p / self.per_chunk;
-        let off = (p % self.per_chunk) * PIECE;
+        let k = self.first_piece.partition_point(|&f| f <= p) - 1;
+        let off = (p - self.first_piece[k]) * PIECE;
         (k, off, PIECE.min(self.chunks[k].1 - off))
     }
 
@@ -104,24 +138,43 @@ impl Plan {
     pub fn pieces_of(&self, k: usize) -> usize {
         self.chunks[k].1.div_ceil(PIECE)
     }
+
+    /// Where chunk `k` lies in the ring.
+    pub fn ring_at(&self, k: usize) -> usize {
+        self.chunks[k].0 % RING
+    }
+
+    /// The chunk holding byte `at` of the copy (below its total).
+    fn chunk_at(&self, at: usize) -> usize {
+        self.chunks.partition_point(|&(o, _)| o <= at) - 1
+    }
+
+    /// The earlier chunks whose ring space chunk `k` reuses: each must be
+    /// done with it before `k` may use it.
+    pub fn before(&self, k: usize) -> std::ops::Range<usize> {
+        let (off, len) = self.chunks[k];
+        if off < RING {
+            return k..k;
+        }
+        self.chunk_at(off - RING)..self.chunk_at(off - RING + len - 1) + 1
+    }
+
+    /// Whether the byte at `at` of the copy is among the last
+    /// [`STREAM_TAIL`] ones, to be written around the caches.
+    pub fn near_end(&self, at: usize) -> bool {
+        at + STREAM_TAIL >= self.total
+    }
+
+    /// The later chunk that reuses chunk `k`'s ring space, if any.
+    pub fn reused_by(&self, k: usize) -> Option<usize> {
+        let at = self.chunks[k].0 + RING;
+        (at < self.total).then(|| self.chunk_at(at))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn runs_cover_every_byte_once_in_order() {
-        let r: Vec<_> = runs(10, 4).collect();
-        assert_eq!(r, vec![(0, 4), (4, 4), (8, 2)]);
-        let r: Vec<_> = runs(8, 4).collect();
-        assert_eq!(r, vec![(0, 4), (4, 4)]);
-        assert_eq!(runs(0, 4).count(), 0);
-        let r: Vec<_> = runs(3 * CHUNK + 5, CHUNK).collect();
-        assert_eq!(r.len(), 4);
-        assert_eq!(r[3], (3 * CHUNK, 5));
-        assert_eq!(r.iter().map(|x| x.1).sum::<usize>(), 3 * CHUNK + 5);
-    }
 
     #[test]
     fn setting_overrides_the_default_and_names_a_bad_value() {
@@ -141,24 +194,65 @@ mod tests {
     #[test]
     fn chunks_shrink_for_smaller_copies() {
         assert_eq!(chunk_for(1 << 30), CHUNK);
-        assert_eq!(chunk_for(64 << 20), 4 << 20);
-        assert_eq!(chunk_for(48 << 20), 3 << 20);
-        assert_eq!(chunk_for(40 << 20), 3 << 20);
-        assert_eq!(chunk_for(32 << 20), 2 << 20);
+        assert_eq!(chunk_for(64 << 20), 8 << 20);
+        assert_eq!(chunk_for(48 << 20), 8 << 20);
+        assert_eq!(chunk_for(32 << 20), 4 << 20);
+        assert_eq!(chunk_for(20 << 20), 4 << 20);
         assert_eq!(chunk_for(16 << 20), 2 << 20);
         assert_eq!(chunk_for(1), 2 << 20);
+        assert_eq!(chunk_for(usize::MAX), CHUNK);
+        for size in [1usize, 5 << 20, 16 << 20, 33 << 20, 1 << 30] {
+            let c = chunk_for(size);
+            assert!(c.is_power_of_two() && c >= 2 * FIRST && RING % c == 0);
+        }
+    }
+
+    #[test]
+    fn chunks_ramp_up_then_keep_the_chunk_size() {
+        let mib = 1usize << 20;
+        let lens = |plan: &Plan| plan.chunks.iter().map(|c| c.1).collect::<Vec<_>>();
+        // 64 MiB: 0.5, 0.5, 1, 2, 4 (one 8 MiB chunk's worth), then 8s.
+        let plan = Plan::new(64 * mib);
+        assert_eq!(
+            lens(&plan),
+            vec![
+                FIRST,
+                FIRST,
+                mib,
+                2 * mib,
+                4 * mib,
+                8 * mib,
+                8 * mib,
+                8 * mib,
+                8 * mib,
+                8 * mib,
+                8 * mib,
+                8 * mib
+            ]
+        );
+        assert_eq!(plan.chunks[5].0, 8 * mib);
+        assert_eq!(plan.pieces, 64 * mib / PIECE);
+        // 16 MiB: 2 MiB chunks after 0.5, 0.5, 1.
+        let plan = Plan::new(16 * mib);
+        assert_eq!(lens(&plan)[..4], [FIRST, FIRST, mib, 2 * mib]);
+        assert_eq!(plan.chunks.len(), 3 + 7);
+        // Short copies: the ramp cut where the copy ends.
+        assert_eq!(lens(&Plan::with_chunk(100, 2 * mib)), vec![100]);
+        assert_eq!(lens(&Plan::with_chunk(FIRST + 7, 2 * mib)), vec![FIRST, 7]);
+        assert_eq!(Plan::new(0).pieces, 0);
+        assert!(Plan::new(0).chunks.is_empty());
     }
 
     #[test]
     fn pieces_cover_every_byte_once_chunk_after_chunk() {
-        for &(total, chunk) in &[
-            (16usize << 20, 2usize << 20),
-            ((16 << 20) + 5, 2 << 20),
-            ((3 << 20) + PIECE + 1, 3 << 20),
-            (100, 2 << 20),
-            (CHUNK * 3 - 1, CHUNK),
+        for total in [
+            16usize << 20,
+            (16 << 20) + 5,
+            (3 << 20) + PIECE + 1,
+            100,
+            RING * 2 + CHUNK * 3 - 1,
         ] {
-            let plan = Plan::new(total, chunk);
+            let plan = Plan::new(total);
             let mut covered = 0;
             let mut last_chunk = 0;
             let mut per = vec![0usize; plan.chunks.len()];
@@ -178,10 +272,84 @@ mod tests {
                 assert_eq!(*n, plan.pieces_of(k));
             }
         }
-        let plan = Plan::new((2 << 20) + 1, 2 << 20);
-        assert_eq!(plan.pieces, 8 + 1);
-        assert_eq!(plan.piece(8), (1, 0, 1));
-        assert_eq!(Plan::new(0, 2 << 20).pieces, 0);
+        let plan = Plan::with_chunk(FIRST + 1, 2 << 20);
+        assert_eq!(plan.pieces, 2 + 1);
+        assert_eq!(plan.piece(2), (1, 0, 1));
+    }
+
+    #[test]
+    fn ring_space_is_reused_only_after_its_earlier_chunks() {
+        let mib = 1usize << 20;
+        for total in [64 * mib, 64 * mib + 1, 80 * mib + 12, 200 * mib, 1 << 30] {
+            let plan = Plan::new(total);
+            let n = plan.chunks.len();
+            let mut pairs = Vec::new();
+            for k in 0..n {
+                let (off, len) = plan.chunks[k];
+                let at = plan.ring_at(k);
+                assert!(at + len <= RING, "chunk {k} straddles the ring's end");
+                let before = plan.before(k);
+                if off < RING {
+                    assert!(before.is_empty());
+                }
+                // Exactly the earlier chunks sharing ring space with `k`.
+                for j in 0..k {
+                    let (ja, jl) = (plan.ring_at(j), plan.chunks[j].1);
+                    let shares = ja < at + len && at < ja + jl;
+                    let latest = shares
+                        && (j + 1..k).all(|m| {
+                            let ma = plan.ring_at(m);
+                            !(ma < ja + jl && ja < ma + plan.chunks[m].1)
+                        });
+                    assert_eq!(
+                        before.contains(&j),
+                        latest,
+                        "chunk {k} after {j}, {total} bytes"
+                    );
+                    if before.contains(&j) {
+                        pairs.push((j, k));
+                    }
+                }
+            }
+            for k in 0..n {
+                let by: Vec<usize> = pairs.iter().filter(|p| p.0 == k).map(|p| p.1).collect();
+                assert!(by.len() <= 1, "chunk {k} reused twice");
+                assert_eq!(
+                    plan.reused_by(k),
+                    by.first().copied(),
+                    "chunk {k} of {total} bytes"
+                );
+            }
+        }
+        // 200 MiB: the 8 MiB chunk at 64 MiB reuses the five ramp chunks.
+        let plan = Plan::new(200 * mib);
+        assert_eq!(plan.chunk_at(64 * mib), 12);
+        assert_eq!(plan.before(12), 0..5);
+        assert_eq!(plan.before(13), 5..6);
+        assert_eq!(plan.reused_by(3), Some(12));
+        assert_eq!(plan.reused_by(plan.chunks.len() - 1), None);
+    }
+
+    #[test]
+    fn only_the_last_bytes_are_near_the_end() {
+        let mib = 1usize << 20;
+        let plan = Plan::new(64 * mib);
+        assert!(!plan.near_end(0));
+        assert!(!plan.near_end(32 * mib - 1));
+        assert!(plan.near_end(32 * mib));
+        assert!(plan.near_end(64 * mib - 1));
+        let plan = Plan::new(16 * mib);
+        assert!(plan.near_end(0));
+    }
+
+    #[test]
+    fn copiers_leave_a_quarter_of_the_cores() {
+        assert_eq!(copiers_for(16), 12);
+        assert_eq!(copiers_for(2), 1);
+        assert_eq!(copiers_for(4), 3);
+        assert_eq!(copiers_for(1), 1);
+        assert_eq!(copiers_for(0), 1);
+        assert_eq!(copiers_for(128), 96);
     }
 
     #[test]

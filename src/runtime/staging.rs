@@ -10,13 +10,13 @@ use super::event::Event;
 use super::platform::Device;
 use super::queue::{Keep, Queue};
 use crate::core::error::{Error, Result, Status};
-use crate::core::staging::{chunk_for, Plan, CHUNK, SLOTS};
+use crate::core::staging::{Plan, RING};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Which way a staged copy goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,18 +34,14 @@ type DeviceCopy<'a> = dyn Fn(cl_command_queue, *mut c_void, *const c_void, usize
 /// The stagers of a context, per device.
 pub(crate) type Stagers = Vec<(&'static Device, Arc<Mutex<Stager>>)>;
 
-struct Slot {
-    mem: cl_mem,
-    host: *mut u8,
-}
-
 /// The pinned ring and queue of one device of a context.
 pub struct Stager {
     queue: cl_command_queue,
-    slots: Vec<Slot>,
+    ring: cl_mem,
+    host: *mut u8,
 }
 
-// SAFETY: OpenCL objects are thread-safe; the pinned host pointers are only
+// SAFETY: OpenCL objects are thread-safe; the pinned host memory is only
 // used by a copy holding the stager's lock (and the device).
 unsafe impl Send for Stager {}
 
@@ -58,28 +54,27 @@ impl Stager {
         if queue.is_null() || err != CL_SUCCESS {
             return Err(Error::opencl(err, "clCreateCommandQueue for staging"));
         }
-        let mut st = Stager {
-            queue,
-            slots: Vec::with_capacity(SLOTS),
-        };
-        for _ in 0..SLOTS {
-            // On failure the chunks made so far go with `st`.
-            let (mem, host) =
-                super::pinned::map_pinned(ctx, queue, CHUNK, "a pinned staging chunk")?;
-            st.slots.push(Slot {
-                mem,
+        match super::pinned::map_pinned(ctx, queue, RING, "the pinned staging ring") {
+            Ok((ring, host)) => Ok(Stager {
+                queue,
+                ring,
                 host: host.cast(),
-            });
+            }),
+            Err(e) => {
+                // SAFETY: the queue made above, released once.
+                unsafe { (api.clReleaseCommandQueue)(queue) };
+                Err(e)
+            }
         }
-        Ok(st)
     }
 
     /// Copies `size` bytes from `src` to `dst` through the ring; `device`
     /// copies `len` bytes between a chunk and device memory on a queue.
-    /// Every thread of the host pool takes pieces in order (see
-    /// [`Plan`]); the thread that completes a chunk hands it to the device
-    /// (towards the device) or lets the device refill its slot (towards
-    /// the host). Returns once every device copy has finished.
+    /// The calling thread and every thread of the host pool take pieces in
+    /// order (see [`Plan`]); the thread that completes a chunk hands it to
+    /// the device (towards the device) or lets the device reuse its ring
+    /// space (towards the host). Returns once every device copy has
+    /// finished.
     ///
     /// # Safety
     /// The host side must be valid for `size` bytes and not change while
@@ -94,7 +89,7 @@ impl Stager {
         device: &DeviceCopy<'_>,
     ) -> Result<()> {
         let api = api()?;
-        let plan = Plan::new(size, chunk_for(size));
+        let plan = Plan::new(size);
         let n = plan.chunks.len();
         let pipe = Pipe {
             way,
@@ -102,6 +97,9 @@ impl Stager {
             src,
             left: (0..n)
                 .map(|k| AtomicUsize::new(plan.pieces_of(k)))
+                .collect(),
+            blocked: (0..n)
+                .map(|k| AtomicUsize::new(plan.before(k).len()))
                 .collect(),
             plan,
             next: AtomicUsize::new(0),
@@ -112,16 +110,22 @@ impl Stager {
             asking: (0..n).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
-            slots: &self.slots,
+            ring: self.host as usize,
             queue: self.queue,
             device,
         };
-        if way == Way::ToHost {
-            for k in 0..n.min(SLOTS) {
-                pipe.issue(k);
+        // The pool's threads are woken while this one starts: towards the
+        // host it hands the device every chunk that finds its ring space
+        // free, then takes pieces too.
+        copiers()?.in_place_scope(|s| {
+            s.spawn_broadcast(|_, _| pipe.work());
+            if way == Way::ToHost {
+                for k in (0..n).take_while(|&k| pipe.plan.before(k).is_empty()) {
+                    pipe.issue(k);
+                }
             }
-        }
-        rayon::broadcast(|_| pipe.work());
+            pipe.work();
+        });
         // Whatever happened, no device copy may outlive the call: the ring
         // is reused by the next copy. Asked about, as during the copy.
         for (k, ev) in pipe.events.iter().enumerate() {
@@ -147,6 +151,30 @@ impl Stager {
             None => Ok(()),
         }
     }
+}
+
+/// The threads that copy pieces, besides the one running the copy: three
+/// quarters of the host's cores (at least one). The rest stay free for the
+/// threads that hand chunks to the driver, the driver's own and the
+/// application's: a copying thread descheduled in the middle of a piece
+/// holds up its chunk, and every chunk after it once the ring is full.
+fn copiers() -> Result<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<std::result::Result<rayon::ThreadPool, String>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(crate::core::staging::copiers_for(cores))
+            .thread_name(|i| format!("syrah-copy-{i}"))
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|why| {
+        Error::new(
+            Status::OutOfHostMemory,
+            format!("no thread for staged copies could be started: {why}"),
+        )
+    })
 }
 
 /// The status of a command, asked of the driver.
@@ -179,22 +207,25 @@ struct Pipe<'a> {
     plan: Plan,
     /// The next piece to take.
     next: AtomicUsize,
-    /// Per chunk: pieces still to copy, its device copy's event (null
-    /// until issued), whether that copy is known to have finished, and
-    /// whether a thread is asking the driver about it.
+    /// Per chunk: pieces still to copy, earlier chunks still to leave its
+    /// ring space (towards the host), its device copy's event (null until
+    /// issued), whether that copy is known to have finished, and whether a
+    /// thread is asking the driver about it.
     left: Vec<AtomicUsize>,
+    blocked: Vec<AtomicUsize>,
     events: Vec<AtomicPtr<_cl_event>>,
     done: Vec<AtomicBool>,
     asking: Vec<AtomicBool>,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
-    slots: &'a [Slot],
+    /// The ring's host address.
+    ring: usize,
     queue: cl_command_queue,
     device: &'a DeviceCopy<'a>,
 }
 
-// SAFETY: the queue is thread-safe; each chunk's part of a pinned slot is
-// written by one thread per piece, and handed between the host and the
+// SAFETY: the queue is thread-safe; each chunk's part of the pinned ring
+// is written by one thread per piece, and handed between the host and the
 // device through the chunk counters and events; the rest is atomic or
 // locked.
 unsafe impl Sync for Pipe<'_> {}
@@ -209,10 +240,11 @@ impl Pipe<'_> {
     }
 
     /// Enqueues the device copy of chunk `k` (towards the device: from its
-    /// slot, just filled; towards the host: into its slot, free).
+    /// ring space, just filled; towards the host: into its ring space,
+    /// free).
     fn issue(&self, k: usize) {
         let (off, len) = self.plan.chunks[k];
-        let host = self.slots[k % SLOTS].host;
+        let host = (self.ring + self.plan.ring_at(k)) as *mut u8;
         let mut ev: cl_event = std::ptr::null_mut();
         let r = match self.way {
             Way::ToDevice => (self.device)(
@@ -278,23 +310,28 @@ impl Pipe<'_> {
                 return;
             }
             let (k, off, len) = self.plan.piece(p);
-            let slot = self.slots[k % SLOTS].host as usize + off;
+            let ring = self.ring + self.plan.ring_at(k) + off;
             let at = self.plan.chunks[k].0 + off;
             match self.way {
                 Way::ToDevice => {
-                    // The slot's previous chunk must have left it.
-                    if k >= SLOTS && !self.wait(k - SLOTS) {
-                        return;
+                    // The earlier chunks in this ring space must have left
+                    // it; the stager's queue is in order, so the last of
+                    // them vouches for the others.
+                    if let Some(j) = self.plan.before(k).last() {
+                        if !self.wait(j) {
+                            return;
+                        }
                     }
+                    let (from, to) = ((self.src + at) as *const u8, ring as *mut u8);
                     // SAFETY: the piece lies inside the source (caller's
-                    // guarantee) and inside the slot (the plan), which no
-                    // device copy uses now; no other thread has this piece.
+                    // guarantee) and inside the ring (the plan), where no
+                    // device copy reads now; no other thread has this piece.
                     unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            (self.src + at) as *const u8,
-                            slot as *mut u8,
-                            len,
-                        )
+                        if self.plan.near_end(at) {
+                            crate::core::stream::copy_streaming(to, from, len)
+                        } else {
+                            std::ptr::copy_nonoverlapping(from, to, len)
+                        }
                     };
                 }
                 Way::ToHost => {
@@ -302,10 +339,10 @@ impl Pipe<'_> {
                         return;
                     }
                     // SAFETY: as above; the chunk's device copy into the
-                    // slot has finished.
+                    // ring has finished.
                     unsafe {
                         std::ptr::copy_nonoverlapping(
-                            slot as *const u8,
+                            ring as *const u8,
                             (self.dst + at) as *mut u8,
                             len,
                         )
@@ -315,8 +352,13 @@ impl Pipe<'_> {
             if self.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
                 match self.way {
                     Way::ToDevice => self.issue(k),
-                    Way::ToHost if k + SLOTS < self.plan.chunks.len() => self.issue(k + SLOTS),
-                    Way::ToHost => {}
+                    Way::ToHost => {
+                        if let Some(j) = self.plan.reused_by(k) {
+                            if self.blocked[j].fetch_sub(1, Ordering::AcqRel) == 1 {
+                                self.issue(j);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -326,28 +368,21 @@ impl Pipe<'_> {
 impl Drop for Stager {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
-        for s in &self.slots {
-            // SAFETY: each chunk was mapped once on this queue and is
-            // unmapped and released once; no copy uses it any more (a copy
-            // returns only after its device copies have finished).
-            unsafe {
-                (api.clEnqueueUnmapMemObject)(
-                    self.queue,
-                    s.mem,
-                    s.host.cast(),
-                    0,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                );
-            }
-        }
-        // SAFETY: the stager's own queue and buffers, released once after
-        // the unmaps have finished.
+        // SAFETY: the ring was mapped once on this queue and is unmapped
+        // and released once, after the unmap has finished; no copy uses it
+        // any more (a copy returns only after its device copies have
+        // finished). Then the stager's own queue is released.
         unsafe {
+            (api.clEnqueueUnmapMemObject)(
+                self.queue,
+                self.ring,
+                self.host.cast(),
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            );
             (api.clFinish)(self.queue);
-            for s in &self.slots {
-                (api.clReleaseMemObject)(s.mem);
-            }
+            (api.clReleaseMemObject)(self.ring);
             (api.clReleaseCommandQueue)(self.queue);
         }
     }
