@@ -15,10 +15,14 @@
  * Host memory: ordinary (page-aligned malloc) or pinned. Raw paths pin with
  * a mapped CL_MEM_ALLOC_HOST_PTR buffer; Syrah's paths use
  * syrah_malloc_pinned (host USM where the device has it, else such a
- * mapped buffer; skipped, and said so, if it fails). Each figure is the median of several timed repetitions after
- * one untimed; every path's data is checked word by word.
+ * mapped buffer; skipped, and said so, if it fails). Each figure is the
+ * median of several timed repetitions after one untimed; every path's data
+ * is checked word by word. Sizes go one at a time, in rounds (default 3)
+ * of every raw path then every Syrah path; a figure is the median over the
+ * rounds, so that the device's and host's own changes over time (a noisy
+ * neighbour, a clock) reach both sides alike.
  *
- * usage: bench_bandwidth P.D [largest bytes] [smallest bytes] */
+ * usage: bench_bandwidth P.D [largest bytes] [smallest bytes] [rounds] */
 #include "bench_common.h"
 
 #include <pthread.h>
@@ -31,14 +35,16 @@ static const char *source =
 enum { H2D, D2H, D2D, DIRS };
 enum { PAGEABLE, PINNED, KINDS };
 enum { RAW_BUFFER, RAW_SVM, SY_USM, SY_BUFFER, PATHS };
-enum { MAX_SIZES = 16 };
+enum { MAX_SIZES = 16, MAX_ROUNDS = 9 };
 
 static const char *dir_name[DIRS] = {"h2d", "d2h", "d2d"};
 static const char *kind_name[KINDS] = {"ordinary", "pinned"};
 static const char *path_name[PATHS] = {"raw buffer", "raw svm", "syrah usm", "syrah buffer"};
 
-/* GB/s per path, direction, host memory and size; 0: not run. */
+/* GB/s per path, direction, host memory and size; 0: not run. During a
+ * round, that round's figures; at the end, the median over the rounds. */
 static double gbps[PATHS][DIRS][KINDS][MAX_SIZES];
+static double per_round[MAX_ROUNDS][PATHS][DIRS][KINDS][MAX_SIZES];
 static const char *skipped[PATHS][KINDS];
 static size_t sizes[MAX_SIZES];
 static int nsizes;
@@ -66,12 +72,16 @@ static void check(const char *what, const void *p, size_t n, cl_uint seed, const
     }
 }
 
-/* Times `reps` runs of `op` after one untimed; returns GB/s of the median. */
+/* Times runs of `op` after one untimed: reps_for(n) of them, or as many as
+ * fit in about 20 ms where that is more (at most 31), since short runs move
+ * more between repetitions. Returns GB/s of the median. */
 typedef void (*op_fn)(void *ctx);
 static double timed(op_fn op, void *ctx, size_t n) {
-  double t[32];
+  double t[32], t0 = now_us(), once;
   int i, reps = reps_for(n);
   op(ctx);
+  once = now_us() - t0;
+  if (once > 0 && 20000.0 / once > reps) reps = 20000.0 / once > 31 ? 31 : (int)(20000.0 / once);
   for (i = 0; i < reps; ++i) {
     double t0 = now_us();
     op(ctx);
@@ -80,60 +90,77 @@ static double timed(op_fn op, void *ctx, size_t n) {
   return (double)n / (median(t, reps) * 1e3);
 }
 
-/* ---- host memory copy: the ceiling of any staging through pinned memory */
+/* ---- host memory copy: what host threads copy on their own -------------
+ * Threads started once take 256 KiB pieces in order, as Syrah's staging
+ * does, so this is the rate at which staging's host side could fill pinned
+ * memory with the device idle. */
 
-typedef struct {
+enum { HOST_PIECE = 256 << 10, MAX_THREADS = 64 };
+
+static struct {
+  pthread_t t[MAX_THREADS];
+  pthread_barrier_t go, done;
+  pthread_mutex_t lock;
+  size_t next, n;
   char *dst;
   const char *src;
-  size_t n;
-} host_part;
-
-static void *host_part_copy(void *p) {
-  host_part *h = (host_part *)p;
-  memcpy(h->dst, h->src, h->n);
-  return NULL;
-}
-
+  int stop;
+} hp;
 static int host_threads = 1;
 static double host_gbps[MAX_SIZES];
 
-typedef struct {
-  void *dst, *src;
-  size_t n;
-} host_op;
-
-static void host_run(void *p) {
-  host_op *o = (host_op *)p;
-  pthread_t t[64];
-  host_part parts[64];
-  size_t per = (o->n / (size_t)host_threads + 4095) & ~(size_t)4095;
-  int i, started;
-  for (started = 0; started < host_threads && (size_t)started * per < o->n; ++started) {
-    size_t off = (size_t)started * per;
-    parts[started].dst = (char *)o->dst + off;
-    parts[started].src = (const char *)o->src + off;
-    parts[started].n = o->n - off < per ? o->n - off : per;
-    if (pthread_create(&t[started], NULL, host_part_copy, &parts[started]) != 0) {
-      fprintf(stderr, "pthread_create failed\n");
-      exit(1);
+static void *host_worker(void *unused) {
+  (void)unused;
+  for (;;) {
+    pthread_barrier_wait(&hp.go);
+    if (hp.stop) return NULL;
+    for (;;) {
+      size_t off, len;
+      pthread_mutex_lock(&hp.lock);
+      off = hp.next;
+      hp.next += HOST_PIECE;
+      pthread_mutex_unlock(&hp.lock);
+      if (off >= hp.n) break;
+      len = hp.n - off < HOST_PIECE ? hp.n - off : HOST_PIECE;
+      memcpy(hp.dst + off, hp.src + off, len);
     }
+    pthread_barrier_wait(&hp.done);
   }
-  for (i = 0; i < started; ++i) pthread_join(t[i], NULL);
+}
+
+static void host_run(void *unused) {
+  (void)unused;
+  hp.next = 0;
+  pthread_barrier_wait(&hp.go);
+  pthread_barrier_wait(&hp.done);
 }
 
 static void host_all(void *src, void *dst) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int si;
-  host_op o;
-  host_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+  int i, si;
+  host_threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
+  pthread_mutex_init(&hp.lock, NULL);
+  pthread_barrier_init(&hp.go, NULL, (unsigned)host_threads + 1);
+  pthread_barrier_init(&hp.done, NULL, (unsigned)host_threads + 1);
+  for (i = 0; i < host_threads; ++i)
+    if (pthread_create(&hp.t[i], NULL, host_worker, NULL) != 0) {
+      fprintf(stderr, "pthread_create failed\n");
+      exit(1);
+    }
+  hp.dst = (char *)dst;
+  hp.src = (const char *)src;
   for (si = 0; si < nsizes; ++si) {
-    o.dst = dst;
-    o.src = src;
-    o.n = sizes[si];
-    pattern(src, o.n, (cl_uint)si);
-    host_gbps[si] = timed(host_run, &o, o.n);
-    check("copy", dst, o.n, (cl_uint)si, "host memcpy", PAGEABLE);
+    hp.n = sizes[si];
+    pattern(src, hp.n, (cl_uint)si);
+    host_gbps[si] = timed(host_run, NULL, hp.n);
+    check("copy", dst, hp.n, (cl_uint)si, "host memcpy", PAGEABLE);
   }
+  hp.stop = 1;
+  pthread_barrier_wait(&hp.go);
+  for (i = 0; i < host_threads; ++i) pthread_join(hp.t[i], NULL);
+  pthread_barrier_destroy(&hp.go);
+  pthread_barrier_destroy(&hp.done);
+  pthread_mutex_destroy(&hp.lock);
 }
 
 /* ---- raw OpenCL ---------------------------------------------------- */
@@ -222,12 +249,12 @@ static void raw_size(raw_state *r, int svm, int kind, void *src, void *dst, int 
   }
 }
 
-static void raw_all(unsigned p, unsigned d, void *src, void *dst) {
+static void raw_begin(raw_state *rp, unsigned p, unsigned d) {
   raw_state r;
   cl_int err;
   cl_device_svm_capabilities caps = 0;
   size_t largest = sizes[nsizes - 1];
-  int i, si;
+  int i;
   raw_open(p, d, 0, source, "touch", &r.e);
   clGetDeviceInfo(r.e.dev, CL_DEVICE_SVM_CAPABILITIES, sizeof caps, &caps, NULL);
   r.svm = (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) != 0;
@@ -239,14 +266,22 @@ static void raw_all(unsigned p, unsigned d, void *src, void *dst) {
     CL_OK(err);
   }
   if (!r.svm) skipped[RAW_SVM][PAGEABLE] = skipped[RAW_SVM][PINNED] = "the device has no SVM";
-  for (si = 0; si < nsizes; ++si) {
-    raw_size(&r, 0, PAGEABLE, src, dst, si);
-    raw_size(&r, 0, PINNED, r.pin[0], r.pin[1], si);
-    if (r.svm) {
-      raw_size(&r, 1, PAGEABLE, src, dst, si);
-      raw_size(&r, 1, PINNED, r.pin[0], r.pin[1], si);
-    }
+  *rp = r;
+}
+
+/* Every raw path at size `si`. */
+static void raw_sizes(raw_state *r, void *src, void *dst, int si) {
+  raw_size(r, 0, PAGEABLE, src, dst, si);
+  raw_size(r, 0, PINNED, r->pin[0], r->pin[1], si);
+  if (r->svm) {
+    raw_size(r, 1, PAGEABLE, src, dst, si);
+    raw_size(r, 1, PINNED, r->pin[0], r->pin[1], si);
   }
+}
+
+static void raw_end(raw_state *rp) {
+  raw_state r = *rp;
+  int i;
   for (i = 0; i < 2; ++i) {
     CL_OK(clEnqueueUnmapMemObject(r.e.q, r.pin_mem[i], r.pin[i], 0, NULL, NULL));
     CL_OK(clFinish(r.e.q));
@@ -263,6 +298,8 @@ typedef struct {
   const syrah_device *dev;
   syrah_program *prog;
   syrah_kernel *touch, *flip;
+  bool pinned;
+  void *pin[2];
 } sy_state;
 
 typedef struct {
@@ -412,39 +449,44 @@ static void sy_buffer_size(sy_state *s, int kind, void *src, int si) {
   check("write-back at release", src, n, now, path_name[SY_BUFFER], kind);
 }
 
-static void sy_all(const char *spec, void *src, void *dst) {
+static void sy_begin(sy_state *sp, const char *spec) {
   sy_state s;
-  bool pinned = false;
-  void *pin[2] = {NULL, NULL};
   size_t largest = sizes[nsizes - 1];
-  int si;
+  s.pin[0] = s.pin[1] = NULL;
   SY_OK(syrah_device_select_by_string(spec, &s.dev));
   SY_OK(syrah_queue_create(NULL, s.dev, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &s.q));
   SY_OK(syrah_queue_get_context(s.q, &s.ctx));
   SY_OK(syrah_program_create_from_source(s.ctx, source, NULL, &s.prog));
   SY_OK(syrah_kernel_create(s.prog, "touch", &s.touch));
   SY_OK(syrah_kernel_create(s.prog, "flip", &s.flip));
-  pinned = syrah_malloc_pinned(s.ctx, largest, &pin[0]) == SYRAH_SUCCESS &&
-           syrah_malloc_pinned(s.ctx, largest, &pin[1]) == SYRAH_SUCCESS;
-  if (!pinned) {
+  s.pinned = syrah_malloc_pinned(s.ctx, largest, &s.pin[0]) == SYRAH_SUCCESS &&
+             syrah_malloc_pinned(s.ctx, largest, &s.pin[1]) == SYRAH_SUCCESS;
+  if (!s.pinned) {
     static char why[300];
     snprintf(why, sizeof why, "syrah_malloc_pinned failed: %s", syrah_last_error_message());
     json_safe(why);
     skipped[SY_USM][PINNED] = skipped[SY_BUFFER][PINNED] = why;
-    if (pin[0]) SY_OK(syrah_free(s.ctx, pin[0]));
-    pin[0] = NULL;
+    if (s.pin[0]) SY_OK(syrah_free(s.ctx, s.pin[0]));
+    s.pin[0] = NULL;
   }
-  for (si = 0; si < nsizes; ++si) {
-    sy_usm_size(&s, PAGEABLE, src, dst, si);
-    sy_buffer_size(&s, PAGEABLE, src, si);
-    if (pinned) {
-      sy_usm_size(&s, PINNED, pin[0], pin[1], si);
-      sy_buffer_size(&s, PINNED, pin[0], si);
-    }
+  *sp = s;
+}
+
+/* Every Syrah path at size `si`. */
+static void sy_sizes(sy_state *s, void *src, void *dst, int si) {
+  sy_usm_size(s, PAGEABLE, src, dst, si);
+  sy_buffer_size(s, PAGEABLE, src, si);
+  if (s->pinned) {
+    sy_usm_size(s, PINNED, s->pin[0], s->pin[1], si);
+    sy_buffer_size(s, PINNED, s->pin[0], si);
   }
-  if (pinned) {
-    SY_OK(syrah_free(s.ctx, pin[0]));
-    SY_OK(syrah_free(s.ctx, pin[1]));
+}
+
+static void sy_end(sy_state *sp) {
+  sy_state s = *sp;
+  if (s.pinned) {
+    SY_OK(syrah_free(s.ctx, s.pin[0]));
+    SY_OK(syrah_free(s.ctx, s.pin[1]));
   }
   SY_OK(syrah_kernel_release(s.touch));
   SY_OK(syrah_kernel_release(s.flip));
@@ -462,6 +504,19 @@ static void size_text(size_t n, char *out, size_t cap) {
     snprintf(out, cap, "%zu MiB", n >> 20);
   else
     snprintf(out, cap, "%zu KiB", n >> 10);
+}
+
+/* Each figure becomes the median of its rounds. */
+static void over_rounds(int rounds) {
+  int path, dir, kind, si, rd;
+  for (path = 0; path < PATHS; ++path)
+    for (dir = 0; dir < DIRS; ++dir)
+      for (kind = 0; kind < KINDS; ++kind)
+        for (si = 0; si < nsizes; ++si) {
+          double v[MAX_ROUNDS];
+          for (rd = 0; rd < rounds; ++rd) v[rd] = per_round[rd][path][dir][kind][si];
+          gbps[path][dir][kind][si] = median(v, rounds);
+        }
 }
 
 static double best_raw(int dir, int kind, int si) {
@@ -516,10 +571,16 @@ int main(int argc, char **argv) {
   char name[256];
   const syrah_device *dev;
   void *src = NULL, *dst = NULL;
+  raw_state r;
+  sy_state s;
+  int si, rd, rounds = 3;
   if (argc > 2) largest = (size_t)strtoull(argv[2], NULL, 10);
   if (argc > 3) smallest = (size_t)strtoull(argv[3], NULL, 10);
-  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || smallest < 4096 || largest < smallest) {
-    fprintf(stderr, "usage: bench_bandwidth P.D [largest bytes] [smallest bytes, at least 4096]\n");
+  if (argc > 4) rounds = atoi(argv[4]);
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || smallest < 4096 || largest < smallest || rounds < 1 ||
+      rounds > MAX_ROUNDS) {
+    fprintf(stderr, "usage: bench_bandwidth P.D [largest bytes] [smallest bytes, at least 4096] [rounds 1..%d]\n",
+            MAX_ROUNDS);
     return 2;
   }
   for (n = smallest; n <= largest && nsizes < MAX_SIZES; n *= 4) sizes[nsizes++] = n;
@@ -531,11 +592,22 @@ int main(int argc, char **argv) {
     return 1;
   }
   host_all(src, dst);
-  raw_all(p, d, src, dst);
-  sy_all(argv[1], src, dst);
+  /* Size by size, raw then Syrah, so that every path at a size is measured
+   * close in time: the device and host move between minutes. */
+  raw_begin(&r, p, d);
+  sy_begin(&s, argv[1]);
+  for (si = 0; si < nsizes; ++si)
+    for (rd = 0; rd < rounds; ++rd) {
+      raw_sizes(&r, src, dst, si);
+      sy_sizes(&s, src, dst, si);
+      memcpy(per_round[rd], gbps, sizeof gbps);
+    }
+  over_rounds(rounds);
+  sy_end(&s);
+  raw_end(&r);
   printf("## Bandwidth, device %s (%s)\n", argv[1], name);
   report(argv[1], name);
-  printf("\n### Host memory copy with %d threads (the ceiling for copies staged through pinned memory), GB/s\n\n"
+  printf("\n### Host memory copy with %d threads taking 256 KiB pieces in order (staging's host side alone), GB/s\n\n"
          "| size | GB/s |\n|---|---|\n", host_threads);
   for (n = 0; n < (size_t)nsizes; ++n) {
     char sz[32];

@@ -59,7 +59,7 @@ def plan(dev, gpu, quick):
             ("bench_submit", [dev, "20000", "5000"]),
             ("bench_chains", [dev, "1000"]),
             ("bench_independent", [dev, "400", "8", "100"]),
-            ("bench_bandwidth", [dev, str(16 << 20)]),
+            ("bench_bandwidth", [dev, str(16 << 20), "4096", "1"]),
             ("bench_coherence", [dev]),
             ("bench_dag", [dev, "20000", "100", "2000"]),
             ("bench_apps", [dev, "1"]),

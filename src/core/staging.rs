@@ -27,11 +27,11 @@ pub const PIECE: usize = 256 << 10;
 /// device's reads of the earlier chunks instead, as the writes then compete
 /// with them for memory.
 pub const STREAM_TAIL: usize = 32 << 20;
-/// The smallest copy worth staging: below it the chunk's extra host copy
-/// and the hand-over to a runtime thread cost more than they save
-/// (measured on an H100 host: staged 4 MiB copies ran at 4-6 GB/s, direct
-/// ones at 10; from 16 MiB on staging wins).
-pub const MIN_BYTES: usize = 16 << 20;
+/// The smallest copy worth staging: below it the chunks' extra host copy
+/// and the hand-over to runtime threads cost more than they save. On an
+/// H100 host, staged 4 MiB copies ran at 12-21 GB/s against 8-11 direct,
+/// staged 1 MiB ones at 5-8 against 7-10.
+pub const MIN_BYTES: usize = 4 << 20;
 
 /// Whether copies between ordinary host memory and a device are staged,
 /// from the device's kind and the `SYRAH_STAGING` setting (`on`, `off`, or
