@@ -12,10 +12,11 @@ static const char *kSource = "__kernel void add(__global uint *p, int v) { p[get
 
 static int forced;
 
-/* 80 MiB and 12 bytes: more than the 64 MiB ring, so later chunks reuse its
- * space (the first of them that of the five small chunks a copy starts
- * with), the last chunk partial. */
-enum { WORDS = (80 << 20) / 4 + 3 };
+/* 78 MiB and 12 bytes: more than the 64 MiB ring, so later chunks reuse its
+ * space: the first of them that of the five small chunks a copy starts
+ * with; towards the host, the small chunks it ends with (6 MiB and 12
+ * bytes cut in halves) that of one large chunk. */
+enum { WORDS = (78 << 20) / 4 + 3 };
 
 static uint32_t word(size_t i, uint32_t seed) { return (uint32_t)(i * 2654435761u) ^ seed; }
 

@@ -81,6 +81,10 @@ pub fn worth_it(on: bool, size: usize) -> bool {
 /// the copy modulo [`RING`]); the first ones ramp up from [`FIRST`],
 /// doubling, until together they fill one chunk of the copy's chunk size,
 /// after which every chunk has that size (the last one what is left).
+/// Tapered, the copy's last chunk-sized stretch is cut in halves instead,
+/// down to [`FIRST`]: towards the host the host threads copy each chunk out
+/// after the device has copied it in, and so the last one they copy out is
+/// small. No chunk crosses a multiple of the chunk size.
 /// Chunks are cut into pieces of at most [`PIECE`] bytes, numbered in
 /// order chunk after chunk, so threads taking the next number finish the
 /// chunks in order.
@@ -97,21 +101,34 @@ pub struct Plan {
 
 impl Plan {
     /// The plan for a copy of `total` bytes, with chunks of
-    /// [`chunk_for`]`(total)`.
-    pub fn new(total: usize) -> Plan {
-        Plan::with_chunk(total, chunk_for(total))
+    /// [`chunk_for`]`(total)`, tapered or not.
+    pub fn new(total: usize, taper: bool) -> Plan {
+        Plan::with_chunk(total, chunk_for(total), taper)
     }
 
     /// `chunk` must be a power of two of at least `2 * FIRST` that divides
     /// `RING`, so that no chunk straddles the ring's end.
-    fn with_chunk(total: usize, chunk: usize) -> Plan {
-        let mut chunks = Vec::with_capacity(total.div_ceil(chunk) + 8);
+    fn with_chunk(total: usize, chunk: usize, taper: bool) -> Plan {
+        let mut chunks = Vec::with_capacity(total.div_ceil(chunk) + 16);
         let mut first_piece = Vec::with_capacity(chunks.capacity());
         let (mut off, mut pieces) = (0, 0);
+        // Where the last chunk-sized stretch starts.
+        let last = total.saturating_sub(1) / chunk * chunk;
         while off < total {
-            // Ramping up: the next chunk is as long as all before it (the
-            // first one FIRST), up to `chunk`.
-            let want = if off == 0 { FIRST } else { off.min(chunk) };
+            let want = if off == 0 {
+                FIRST
+            } else if off < chunk {
+                // Ramping up: as long as all chunks before it.
+                off
+            } else if taper && off >= last {
+                // Tapering: half of what is left, whole pieces, from FIRST.
+                ((total - off) / 2)
+                    .div_ceil(PIECE)
+                    .saturating_mul(PIECE)
+                    .max(FIRST)
+            } else {
+                chunk
+            };
             let len = want.min(total - off);
             chunks.push((off, len));
             first_piece.push(pieces);
@@ -165,10 +182,15 @@ impl Plan {
         at + STREAM_TAIL >= self.total
     }
 
-    /// The later chunk that reuses chunk `k`'s ring space, if any.
-    pub fn reused_by(&self, k: usize) -> Option<usize> {
-        let at = self.chunks[k].0 + RING;
-        (at < self.total).then(|| self.chunk_at(at))
+    /// The later chunks that reuse chunk `k`'s ring space: `k` is among
+    /// [`Plan::before`] of each.
+    pub fn reused_by(&self, k: usize) -> std::ops::Range<usize> {
+        let (off, len) = self.chunks[k];
+        let at = off + RING;
+        if at >= self.total {
+            return k..k;
+        }
+        self.chunk_at(at)..self.chunk_at((at + len).min(self.total) - 1) + 1
     }
 }
 
@@ -212,7 +234,7 @@ mod tests {
         let mib = 1usize << 20;
         let lens = |plan: &Plan| plan.chunks.iter().map(|c| c.1).collect::<Vec<_>>();
         // 64 MiB: 0.5, 0.5, 1, 2, 4 (one 8 MiB chunk's worth), then 8s.
-        let plan = Plan::new(64 * mib);
+        let plan = Plan::new(64 * mib, false);
         assert_eq!(
             lens(&plan),
             vec![
@@ -233,14 +255,34 @@ mod tests {
         assert_eq!(plan.chunks[5].0, 8 * mib);
         assert_eq!(plan.pieces, 64 * mib / PIECE);
         // 16 MiB: 2 MiB chunks after 0.5, 0.5, 1.
-        let plan = Plan::new(16 * mib);
+        let plan = Plan::new(16 * mib, false);
         assert_eq!(lens(&plan)[..4], [FIRST, FIRST, mib, 2 * mib]);
         assert_eq!(plan.chunks.len(), 3 + 7);
+        // Tapered: the last 8 MiB in halves down to FIRST.
+        let plan = Plan::new(64 * mib, true);
+        assert_eq!(
+            lens(&plan)[plan.chunks.len() - 6..],
+            [8 * mib, 4 * mib, 2 * mib, mib, FIRST, FIRST]
+        );
+        assert_eq!(plan.chunks.iter().map(|c| c.1).sum::<usize>(), 64 * mib);
+        // A partial last stretch (4 MiB chunks): 3 MiB and 12 bytes after
+        // 16 MiB, halved in whole pieces.
+        let plan = Plan::new(19 * mib + 12, true);
+        let tail: Vec<usize> = plan
+            .chunks
+            .iter()
+            .filter(|c| c.0 >= 16 * mib)
+            .map(|c| c.1)
+            .collect();
+        assert_eq!(tail, vec![7 * PIECE, 3 * PIECE, 2 * PIECE, 12]);
         // Short copies: the ramp cut where the copy ends.
-        assert_eq!(lens(&Plan::with_chunk(100, 2 * mib)), vec![100]);
-        assert_eq!(lens(&Plan::with_chunk(FIRST + 7, 2 * mib)), vec![FIRST, 7]);
-        assert_eq!(Plan::new(0).pieces, 0);
-        assert!(Plan::new(0).chunks.is_empty());
+        assert_eq!(lens(&Plan::with_chunk(100, 2 * mib, false)), vec![100]);
+        assert_eq!(
+            lens(&Plan::with_chunk(FIRST + 7, 2 * mib, false)),
+            vec![FIRST, 7]
+        );
+        assert_eq!(Plan::new(0, false).pieces, 0);
+        assert!(Plan::new(0, false).chunks.is_empty());
     }
 
     #[test]
@@ -252,7 +294,7 @@ mod tests {
             100,
             RING * 2 + CHUNK * 3 - 1,
         ] {
-            let plan = Plan::new(total);
+            let plan = Plan::new(total, false);
             let mut covered = 0;
             let mut last_chunk = 0;
             let mut per = vec![0usize; plan.chunks.len()];
@@ -272,7 +314,7 @@ mod tests {
                 assert_eq!(*n, plan.pieces_of(k));
             }
         }
-        let plan = Plan::with_chunk(FIRST + 1, 2 << 20);
+        let plan = Plan::with_chunk(FIRST + 1, 2 << 20, false);
         assert_eq!(plan.pieces, 2 + 1);
         assert_eq!(plan.piece(2), (1, 0, 1));
     }
@@ -280,8 +322,11 @@ mod tests {
     #[test]
     fn ring_space_is_reused_only_after_its_earlier_chunks() {
         let mib = 1usize << 20;
-        for total in [64 * mib, 64 * mib + 1, 80 * mib + 12, 200 * mib, 1 << 30] {
-            let plan = Plan::new(total);
+        for (total, taper) in [64 * mib, 64 * mib + 1, 80 * mib + 12, 200 * mib, 1 << 30]
+            .into_iter()
+            .flat_map(|t| [(t, false), (t, true)])
+        {
+            let plan = Plan::new(total, taper);
             let n = plan.chunks.len();
             let mut pairs = Vec::new();
             for k in 0..n {
@@ -292,19 +337,20 @@ mod tests {
                 if off < RING {
                     assert!(before.is_empty());
                 }
-                // Exactly the earlier chunks sharing ring space with `k`.
+                // Exactly the earlier chunks that last used some of the
+                // ring space of `k`.
                 for j in 0..k {
                     let (ja, jl) = (plan.ring_at(j), plan.chunks[j].1);
-                    let shares = ja < at + len && at < ja + jl;
-                    let latest = shares
+                    let (from, to) = (ja.max(at), (ja + jl).min(at + len));
+                    let latest = from < to
                         && (j + 1..k).all(|m| {
                             let ma = plan.ring_at(m);
-                            !(ma < ja + jl && ja < ma + plan.chunks[m].1)
+                            !(ma < to && from < ma + plan.chunks[m].1)
                         });
                     assert_eq!(
                         before.contains(&j),
                         latest,
-                        "chunk {k} after {j}, {total} bytes"
+                        "chunk {k} after {j}, {total} bytes, tapered: {taper}"
                     );
                     if before.contains(&j) {
                         pairs.push((j, k));
@@ -313,32 +359,40 @@ mod tests {
             }
             for k in 0..n {
                 let by: Vec<usize> = pairs.iter().filter(|p| p.0 == k).map(|p| p.1).collect();
-                assert!(by.len() <= 1, "chunk {k} reused twice");
                 assert_eq!(
-                    plan.reused_by(k),
-                    by.first().copied(),
-                    "chunk {k} of {total} bytes"
+                    plan.reused_by(k).collect::<Vec<_>>(),
+                    by,
+                    "chunk {k} of {total} bytes, tapered: {taper}"
                 );
             }
         }
         // 200 MiB: the 8 MiB chunk at 64 MiB reuses the five ramp chunks.
-        let plan = Plan::new(200 * mib);
+        let plan = Plan::new(200 * mib, false);
         assert_eq!(plan.chunk_at(64 * mib), 12);
         assert_eq!(plan.before(12), 0..5);
         assert_eq!(plan.before(13), 5..6);
-        assert_eq!(plan.reused_by(3), Some(12));
-        assert_eq!(plan.reused_by(plan.chunks.len() - 1), None);
+        assert_eq!(plan.reused_by(3), 12..13);
+        assert!(plan.reused_by(plan.chunks.len() - 1).is_empty());
+        // Tapered, 200 MiB ends 4, 2, 1, 0.5, 0.5 in the block from 192
+        // MiB, which reuses the ring space of one 8 MiB chunk.
+        let plan = Plan::new(200 * mib, true);
+        let n = plan.chunks.len();
+        assert_eq!(plan.chunk_at(192 * mib), n - 5);
+        assert_eq!(plan.reused_by(plan.chunk_at(128 * mib)), n - 5..n);
+        for k in n - 5..n {
+            assert_eq!(plan.before(k).len(), 1);
+        }
     }
 
     #[test]
     fn only_the_last_bytes_are_near_the_end() {
         let mib = 1usize << 20;
-        let plan = Plan::new(64 * mib);
+        let plan = Plan::new(64 * mib, false);
         assert!(!plan.near_end(0));
         assert!(!plan.near_end(32 * mib - 1));
         assert!(plan.near_end(32 * mib));
         assert!(plan.near_end(64 * mib - 1));
-        let plan = Plan::new(16 * mib);
+        let plan = Plan::new(16 * mib, false);
         assert!(plan.near_end(0));
     }
 

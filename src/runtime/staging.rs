@@ -89,7 +89,8 @@ impl Stager {
         device: &DeviceCopy<'_>,
     ) -> Result<()> {
         let api = api()?;
-        let plan = Plan::new(size);
+        // Towards the host the copy ends small (see `Plan`).
+        let plan = Plan::new(size, way == Way::ToHost);
         let n = plan.chunks.len();
         let pipe = Pipe {
             way,
@@ -315,12 +316,10 @@ impl Pipe<'_> {
             match self.way {
                 Way::ToDevice => {
                     // The earlier chunks in this ring space must have left
-                    // it; the stager's queue is in order, so the last of
-                    // them vouches for the others.
-                    if let Some(j) = self.plan.before(k).last() {
-                        if !self.wait(j) {
-                            return;
-                        }
+                    // it. Each is asked about: chunks are handed to the
+                    // device as they fill, not necessarily in order.
+                    if !self.plan.before(k).all(|j| self.wait(j)) {
+                        return;
                     }
                     let (from, to) = ((self.src + at) as *const u8, ring as *mut u8);
                     // SAFETY: the piece lies inside the source (caller's
@@ -353,7 +352,7 @@ impl Pipe<'_> {
                 match self.way {
                     Way::ToDevice => self.issue(k),
                     Way::ToHost => {
-                        if let Some(j) = self.plan.reused_by(k) {
+                        for j in self.plan.reused_by(k) {
                             if self.blocked[j].fetch_sub(1, Ordering::AcqRel) == 1 {
                                 self.issue(j);
                             }
