@@ -91,9 +91,9 @@ static double timed(op_fn op, void *ctx, size_t n) {
 }
 
 /* ---- host memory copy: what host threads copy on their own -------------
- * Threads started once take 256 KiB pieces in order, as Syrah's staging
- * does, so this is the rate at which staging's host side could fill pinned
- * memory with the device idle. */
+ * Threads started once take 256 KiB pieces in order from ordinary memory
+ * into pinned memory, as Syrah's staging does: the rate at which staging's
+ * host side could fill pinned memory with the device idle. */
 
 enum { HOST_PIECE = 256 << 10, MAX_THREADS = 64 };
 
@@ -591,11 +591,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot allocate %zu bytes of host memory\n", sizes[nsizes - 1]);
     return 1;
   }
-  host_all(src, dst);
-  /* Size by size, raw then Syrah, so that every path at a size is measured
-   * close in time: the device and host move between minutes. */
   raw_begin(&r, p, d);
   sy_begin(&s, argv[1]);
+  /* Into pinned memory, as staging copies. */
+  host_all(src, r.pin[0]);
+  /* Size by size, raw then Syrah, so that every path at a size is measured
+   * close in time: the device and host move between minutes. */
   for (si = 0; si < nsizes; ++si)
     for (rd = 0; rd < rounds; ++rd) {
       raw_sizes(&r, src, dst, si);
