@@ -928,8 +928,12 @@ impl Queue {
         };
         for e in &entries {
             // A failed command makes this return an error code; its outcome
-            // is read just below.
-            e.event.wait_cl()?;
+            // is read just below. A command held twice (tracked, then
+            // holding more) or already seen to end is not waited for again:
+            // each wait costs a driver call.
+            if !e.event.known_done() {
+                e.event.wait_cl()?;
+            }
             loop {
                 match e.event.outcome()? {
                     Some(r) => {
