@@ -70,7 +70,7 @@ impl Stager {
 
     /// Copies `size` bytes from `src` to `dst` through the ring; `device`
     /// copies `len` bytes between a chunk and device memory on a queue.
-    /// The calling thread and every thread of the host pool take pieces in
+    /// The calling thread and every thread of the copy pool take pieces in
     /// order (see [`Plan`]); the thread that completes a chunk hands it to
     /// the device (towards the device) or lets the device reuse its ring
     /// space (towards the host). Returns once every device copy has
