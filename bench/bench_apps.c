@@ -336,10 +336,10 @@ static void nbody_host(float *p, float *v, int n, int steps) {
 static int rounds = 5;
 
 /* Runs the application with Syrah and raw, alternating, `rounds` times;
- * `ts` and `tr` get the medians of their times, the result the median of
- * the rounds' ratios. */
+ * `ts` and `tr` get the medians of their times, `spread` the smallest and
+ * largest of the rounds' ratios, the result the median of those ratios. */
 static double compare(const char *spec, unsigned p, unsigned d, const app *ap, void *rs, void *rr, double *ts,
-                      double *tr) {
+                      double *tr, double spread[2]) {
   double s[16], r[16];
   int i;
   for (i = 0; i < rounds; ++i) {
@@ -348,15 +348,18 @@ static double compare(const char *spec, unsigned p, unsigned d, const app *ap, v
   }
   *ts = median(s, rounds);
   *tr = median(r, rounds);
+  ratio_spread(s, r, rounds, &spread[0], &spread[1]);
   return median_ratio(s, r, rounds);
 }
 
 static void report(const char *spec, const char *name, const char *app_name, const char *size, double ts, double tr,
-                   double ratio, int ok) {
-  printf("| %s | %s | %.3f | %.3f | %.3f | %d | %s |\n", app_name, size, ts, tr, ratio, rounds, ok ? "ok" : "WRONG");
+                   double ratio, const double spread[2], int ok) {
+  printf("| %s | %s | %.3f | %.3f | %.3f | %.3f to %.3f | %d | %s |\n", app_name, size, ts, tr, ratio, spread[0],
+         spread[1], rounds, ok ? "ok" : "WRONG");
   bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
-             "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"rounds\":%d,\"ok\":%s}",
-             spec, name, app_name, size, ts, tr, ratio, rounds, ok ? "true" : "false");
+             "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"ratio_min\":%.4f,\"ratio_max\":%.4f,"
+             "\"rounds\":%d,\"ok\":%s}",
+             spec, name, app_name, size, ts, tr, ratio, spread[0], spread[1], rounds, ok ? "true" : "false");
 }
 
 int main(int argc, char **argv) {
@@ -374,23 +377,23 @@ int main(int argc, char **argv) {
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
   json_safe(name);
   printf("## Applications, device %s (%s), scale %d\n\nMedians over the rounds, Syrah and raw alternating; Syrah / "
-         "raw: median of the rounds' ratios.\n\n| application | size | Syrah ms | raw ms | Syrah / raw | rounds | "
-         "result |\n|---|---|---|---|---|---|---|\n",
+         "raw: median of the rounds' ratios.\n\n| application | size | Syrah ms | raw ms | Syrah / raw | rounds' ratios | "
+         "rounds | result |\n|---|---|---|---|---|---|---|---|\n",
          argv[1], name, scale);
   {
     /* Tiled matrix multiply. */
     float *a, *b, *cs, *cr;
     int n, ok;
     app ap = make_matmul(&a, &b, &n);
-    double ts, tr, ratio;
+    double ts, tr, ratio, spread[2];
     char size[64];
     cs = (float *)malloc(ap.out_bytes);
     cr = (float *)malloc(ap.out_bytes);
     if (!cs || !cr) exit(1);
-    ratio = compare(argv[1], p, d, &ap, cs, cr, &ts, &tr);
+    ratio = compare(argv[1], p, d, &ap, cs, cr, &ts, &tr, spread);
     ok = check_matmul(a, b, cs, n) && check_matmul(a, b, cr, n);
     snprintf(size, sizeof size, "%dx%d", n, n);
-    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, spread, ok);
     all_ok &= ok;
     free(a);
     free(b);
@@ -405,7 +408,7 @@ int main(int argc, char **argv) {
     float *pr = (float *)malloc(bytes);
     launch l[8];
     app ap;
-    double ts, tr, ratio, err = 0;
+    double ts, tr, ratio, spread[2], err = 0;
     char size[64];
     if (!pos || !vel || !ps || !pr) exit(1);
     for (i = 0; i < n; ++i) {
@@ -435,7 +438,7 @@ int main(int argc, char **argv) {
     ap.nlaunches = steps;
     ap.out = steps % 2 ? 2 : 0;
     ap.out_bytes = bytes;
-    ratio = compare(argv[1], p, d, &ap, ps, pr, &ts, &tr);
+    ratio = compare(argv[1], p, d, &ap, ps, pr, &ts, &tr, spread);
     nbody_host(pos, vel, n, steps);
     for (i = 0; i < 4 * n; ++i) {
       /* Relative: rsqrt and the order of 1000s of additions differ. */
@@ -446,7 +449,7 @@ int main(int argc, char **argv) {
     ok = err < 1e-3;
     if (!ok) fprintf(stderr, "%s: largest difference from the host %g\n", ap.name, err);
     snprintf(size, sizeof size, "%d bodies, %d steps", n, steps);
-    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, spread, ok);
     all_ok &= ok;
     free(pos);
     free(vel);
@@ -460,7 +463,7 @@ int main(int argc, char **argv) {
     uint32_t *in = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)n), sum = 0, rs = 0, rr = 0;
     launch l[8];
     app ap;
-    double ts, tr, ratio;
+    double ts, tr, ratio, spread[2];
     char size[64];
     int i;
     if (!in) exit(1);
@@ -491,10 +494,10 @@ int main(int argc, char **argv) {
     ap.nlaunches = pass;
     ap.out = pass % 2 ? 1 : 2;
     ap.out_bytes = sizeof(uint32_t);
-    ratio = compare(argv[1], p, d, &ap, &rs, &rr, &ts, &tr);
+    ratio = compare(argv[1], p, d, &ap, &rs, &rr, &ts, &tr, spread);
     ok = rs == sum && rr == sum;
     snprintf(size, sizeof size, "%d uints, %d passes", n, pass);
-    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, spread, ok);
     all_ok &= ok;
     free(in);
   }
@@ -507,7 +510,7 @@ int main(int argc, char **argv) {
     float *gr = (float *)malloc(sizeof(float) * cells);
     launch l[20];
     app ap;
-    double ts, tr, ratio, err = 0;
+    double ts, tr, ratio, spread[2], err = 0;
     char size[64];
     if (!g || !ref || !tmp || !gs || !gr) exit(1);
     for (i = 0; i < (int)cells; ++i) g[i] = (float)((i * 13) % 17);
@@ -530,7 +533,7 @@ int main(int argc, char **argv) {
     ap.nlaunches = iters;
     ap.out = iters % 2;
     ap.out_bytes = sizeof(float) * cells;
-    ratio = compare(argv[1], p, d, &ap, gs, gr, &ts, &tr);
+    ratio = compare(argv[1], p, d, &ap, gs, gr, &ts, &tr, spread);
     memcpy(ref, g, sizeof(float) * cells);
     for (i = 0; i < iters; ++i) {
       for (y = 0; y < h; ++y)
@@ -550,7 +553,7 @@ int main(int argc, char **argv) {
     ok = err < 1e-3;
     if (!ok) fprintf(stderr, "%s: largest difference from the host %g\n", ap.name, err);
     snprintf(size, sizeof size, "%dx%d, %d iterations", w, h, iters);
-    report(argv[1], name, ap.name, size, ts, tr, ratio, ok);
+    report(argv[1], name, ap.name, size, ts, tr, ratio, spread, ok);
     all_ok &= ok;
     free(g);
     free(ref);

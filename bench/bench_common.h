@@ -73,6 +73,18 @@ static inline double median_ratio(const double *s, const double *r, int n) {
   return median(q, n);
 }
 
+/* The smallest and largest of the ratios s[i] / r[i] of `n` paired times:
+ * how far single rounds move. */
+static inline void ratio_spread(const double *s, const double *r, int n, double *lo, double *hi) {
+  int i;
+  *lo = *hi = n > 0 ? s[0] / r[0] : 0;
+  for (i = 1; i < n; ++i) {
+    double q = s[i] / r[i];
+    if (q < *lo) *lo = q;
+    if (q > *hi) *hi = q;
+  }
+}
+
 /* Appends one JSON object (one line, formatted like printf) to the file
  * named by SYRAH_BENCH_JSON, if set; the suite collects these lines. */
 static inline void bench_json(const char *fmt, ...) {

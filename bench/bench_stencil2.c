@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
   float *init, *ref, *tmp, *sy, *raw;
   size_t n;
   int y, x, it, p, ok, rounds = 5, r;
-  double ts, tr, es, er, ratio, st[16], rt[16];
+  double ts, tr, es, er, ratio, lo, hi, st[16], rt[16];
   if (argc > 3) H = W = atoi(argv[3]);
   if (argc > 4) ITERS = atoi(argv[4]);
   if (argc > 5) rounds = atoi(argv[5]);
@@ -285,17 +285,20 @@ int main(int argc, char **argv) {
   ts = median(st, rounds);
   tr = median(rt, rounds);
   ratio = median_ratio(st, rt, rounds);
+  ratio_spread(st, rt, rounds, &lo, &hi);
   es = max_error(sy, ref);
   er = max_error(raw, ref);
   ok = es < 1e-3 && er < 1e-3;
   printf("## 2D stencil over two devices: %s (%s) and %s (%s)\n\n", spec[0], name[0], spec[1], name[1]);
   printf("Medians over the rounds, Syrah and raw alternating; Syrah / raw: median of the rounds' ratios.\n\n");
-  printf("| grid | iterations | Syrah ms | raw ms | Syrah / raw | rounds | largest error Syrah / raw | result |\n"
-         "|---|---|---|---|---|---|---|---|\n| %dx%d | %d | %.3f | %.3f | %.3f | %d | %.1e / %.1e | %s |\n",
-         H, W, ITERS, ts, tr, ratio, rounds, es, er, ok ? "ok" : "WRONG");
+  printf("| grid | iterations | Syrah ms | raw ms | Syrah / raw | rounds' ratios | rounds | largest error Syrah / raw "
+         "| result |\n|---|---|---|---|---|---|---|---|---|\n| %dx%d | %d | %.3f | %.3f | %.3f | %.3f to %.3f | %d | %.1e "
+         "/ %.1e | %s |\n",
+         H, W, ITERS, ts, tr, ratio, lo, hi, rounds, es, er, ok ? "ok" : "WRONG");
   bench_json("{\"bench\":\"stencil2\",\"device\":\"%s+%s\",\"device_name\":\"%s + %s\",\"size\":%d,"
-             "\"iterations\":%d,\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"rounds\":%d,\"ok\":%s}",
-             spec[0], spec[1], name[0], name[1], H, ITERS, ts, tr, ratio, rounds, ok ? "true" : "false");
+             "\"iterations\":%d,\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"ratio_min\":%.4f,"
+             "\"ratio_max\":%.4f,\"rounds\":%d,\"ok\":%s}",
+             spec[0], spec[1], name[0], name[1], H, ITERS, ts, tr, ratio, lo, hi, rounds, ok ? "true" : "false");
   free(init);
   free(ref);
   free(tmp);
