@@ -109,6 +109,7 @@ impl Plan {
     /// `chunk` must be a power of two of at least `2 * FIRST` that divides
     /// `RING`, so that no chunk straddles the ring's end.
     fn with_chunk(total: usize, chunk: usize, taper: bool) -> Plan {
+        debug_assert!(chunk.is_power_of_two() && chunk >= 2 * FIRST && RING % chunk == 0);
         let mut chunks = Vec::with_capacity(total.div_ceil(chunk) + 16);
         let mut first_piece = Vec::with_capacity(chunks.capacity());
         let (mut off, mut pieces) = (0, 0);
