@@ -99,7 +99,8 @@ pub type Keep = Option<Held>;
 
 struct Entry {
     event: Arc<Event>,
-    _keep: Keep,
+    /// Kept alive until the command completes.
+    keep: Keep,
     /// The device whose profiling timestamps go into the trace, if any.
     timed: Option<&'static Device>,
 }
@@ -809,8 +810,20 @@ impl Queue {
     }
 
     /// Keeps `keep` alive until `ev` (a command already tracked, or a
-    /// host-side event) completes.
+    /// host-side event) completes. A command tracked just before, keeping
+    /// nothing, keeps `keep` itself rather than being listed twice.
     pub(crate) fn hold(&self, ev: Arc<Event>, keep: Keep) {
+        {
+            let mut inf = self.inflight.lock();
+            if let Some(e) = inf
+                .entries
+                .back_mut()
+                .filter(|e| Arc::ptr_eq(&e.event, &ev) && e.keep.is_none())
+            {
+                e.keep = keep;
+                return;
+            }
+        }
         self.add_entry(ev, keep, None);
     }
 
@@ -818,7 +831,7 @@ impl Queue {
         let mut inf = self.inflight.lock();
         inf.entries.push_back(Entry {
             event: ev,
-            _keep: keep,
+            keep,
             timed,
         });
         self.prune(&mut inf);
@@ -928,9 +941,8 @@ impl Queue {
         };
         for e in &entries {
             // A failed command makes this return an error code; its outcome
-            // is read just below. A command held twice (tracked, then
-            // holding more) or already seen to end is not waited for again:
-            // each wait costs a driver call.
+            // is read just below. A command already seen to end is not
+            // waited for again: each wait costs a driver call.
             if !e.event.known_done() {
                 e.event.wait_cl()?;
             }
