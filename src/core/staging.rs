@@ -94,9 +94,6 @@ pub struct Plan {
     pub chunks: Vec<(usize, usize)>,
     /// The number of each chunk's first piece.
     first_piece: Vec<usize>,
-    /// Pieces in all.
-    pub pieces: usize,
-    total: usize,
 }
 
 impl Plan {
@@ -139,9 +136,19 @@ impl Plan {
         Plan {
             chunks,
             first_piece,
-            pieces,
-            total,
         }
+    }
+
+    /// Bytes of the copy.
+    pub fn total(&self) -> usize {
+        self.chunks.last().map_or(0, |&(off, len)| off + len)
+    }
+
+    /// Pieces in all.
+    pub fn pieces(&self) -> usize {
+        self.first_piece
+            .last()
+            .map_or(0, |&f| f + self.pieces_of(self.chunks.len() - 1))
     }
 
     /// Piece `p` (below `pieces`): its chunk, and its offset in the chunk
@@ -180,7 +187,7 @@ impl Plan {
     /// Whether the byte at `at` of the copy is among the last
     /// [`STREAM_TAIL`] ones, to be written around the caches.
     pub fn near_end(&self, at: usize) -> bool {
-        at + STREAM_TAIL >= self.total
+        at + STREAM_TAIL >= self.total()
     }
 
     /// The later chunks that reuse chunk `k`'s ring space: `k` is among
@@ -188,10 +195,10 @@ impl Plan {
     pub fn reused_by(&self, k: usize) -> std::ops::Range<usize> {
         let (off, len) = self.chunks[k];
         let at = off + RING;
-        if at >= self.total {
+        if at >= self.total() {
             return k..k;
         }
-        self.chunk_at(at)..self.chunk_at((at + len).min(self.total) - 1) + 1
+        self.chunk_at(at)..self.chunk_at((at + len).min(self.total()) - 1) + 1
     }
 }
 
@@ -254,7 +261,7 @@ mod tests {
             ]
         );
         assert_eq!(plan.chunks[5].0, 8 * mib);
-        assert_eq!(plan.pieces, 64 * mib / PIECE);
+        assert_eq!(plan.pieces(), 64 * mib / PIECE);
         // 16 MiB: 2 MiB chunks after 0.5, 0.5, 1.
         let plan = Plan::new(16 * mib, false);
         assert_eq!(lens(&plan)[..4], [FIRST, FIRST, mib, 2 * mib]);
@@ -282,7 +289,7 @@ mod tests {
             lens(&Plan::with_chunk(FIRST + 7, 2 * mib, false)),
             vec![FIRST, 7]
         );
-        assert_eq!(Plan::new(0, false).pieces, 0);
+        assert_eq!(Plan::new(0, false).pieces(), 0);
         assert!(Plan::new(0, false).chunks.is_empty());
     }
 
@@ -299,7 +306,7 @@ mod tests {
             let mut covered = 0;
             let mut last_chunk = 0;
             let mut per = vec![0usize; plan.chunks.len()];
-            for p in 0..plan.pieces {
+            for p in 0..plan.pieces() {
                 let (k, off, len) = plan.piece(p);
                 assert!(k >= last_chunk, "pieces go chunk after chunk");
                 last_chunk = k;
@@ -316,7 +323,7 @@ mod tests {
             }
         }
         let plan = Plan::with_chunk(FIRST + 1, 2 << 20, false);
-        assert_eq!(plan.pieces, 2 + 1);
+        assert_eq!(plan.pieces(), 2 + 1);
         assert_eq!(plan.piece(2), (1, 0, 1));
     }
 

@@ -315,7 +315,7 @@ impl Pipe<'_> {
     fn work(&self) {
         while !self.failed.load(Ordering::Acquire) {
             let p = self.next.fetch_add(1, Ordering::AcqRel);
-            if p >= self.plan.pieces {
+            if p >= self.plan.pieces() {
                 return;
             }
             let (k, off, len) = self.plan.piece(p);
