@@ -310,51 +310,48 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
-        if accessor_count == 0 {
+        let done = if accessor_count == 0 {
             // Nothing to move or track: the launch alone.
             let kinfo = q.precheck(k, &nd, arg_count)?;
             // SAFETY: forwarded contract.
             let deps = unsafe { deps_from(dependencies, dependency_count) }?;
             // SAFETY: forwarded contract.
             let a = unsafe { args_from(args, arg_count, &[]) }?;
-            let done = q.launch(k, &kinfo, &nd, &a, &deps, &[], None, !out_event.is_null())?;
-            if let Submitted::Event(ev) = done {
-                // SAFETY: forwarded contract.
-                unsafe { give_event(ev, out_event) };
-            }
-            return Ok(());
-        }
-        let mut buffers = SmallVec::new();
-        // SAFETY: forwarded contract.
-        let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
-        // Cheap checks first, so a bad launch moves no data.
-        // SAFETY: forwarded contract.
-        unsafe { check_args(args, arg_count, reqs.len()) }?;
-        let kinfo = q.precheck(k, &nd, arg_count)?;
-        // SAFETY: forwarded contract.
-        let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
-        // Transfers for the accessors and the kernel share one lane.
-        let _group = (!reqs.is_empty()).then(|| q.group_lane());
-        let mut on_lanes = crate::runtime::queue::LanePositions::new();
-        let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
-        let ptrs = prepared
-            .iter()
-            .map(|p| Ok((p.ptr, p.arg_mem()?)))
-            .collect::<Result<SmallVec<[(usize, Option<usize>); 8]>>>()?;
-        // SAFETY: forwarded contract.
-        let a = unsafe { args_from(args, arg_count, &ptrs) }?;
-        let keep = if prepared.is_empty() {
-            None
+            q.launch(k, &kinfo, &nd, &a, &deps, &[], None, !out_event.is_null())?
         } else {
-            Some(crate::runtime::queue::Held::Storages(
-                prepared.iter().map(|p| p.storage.clone()).collect(),
-            ))
+            let mut buffers = SmallVec::new();
+            // SAFETY: forwarded contract.
+            let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
+            // Cheap checks first, so a bad launch moves no data.
+            // SAFETY: forwarded contract.
+            unsafe { check_args(args, arg_count, reqs.len()) }?;
+            let kinfo = q.precheck(k, &nd, arg_count)?;
+            // SAFETY: forwarded contract.
+            let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
+            // Transfers for the accessors and the kernel share one lane.
+            let _group = (!reqs.is_empty()).then(|| q.group_lane());
+            let mut on_lanes = crate::runtime::queue::LanePositions::new();
+            let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
+            let ptrs = prepared
+                .iter()
+                .map(|p| Ok((p.ptr, p.arg_mem()?)))
+                .collect::<Result<SmallVec<[(usize, Option<usize>); 8]>>>()?;
+            // SAFETY: forwarded contract.
+            let a = unsafe { args_from(args, arg_count, &ptrs) }?;
+            let keep = if prepared.is_empty() {
+                None
+            } else {
+                Some(crate::runtime::queue::Held::Storages(
+                    prepared.iter().map(|p| p.storage.clone()).collect(),
+                ))
+            };
+            // With no event asked for, the command may go without one: later
+            // accesses find it by its place on its lane.
+            let want_event = !out_event.is_null() || prepared.iter().any(|p| p.eventful);
+            let done = q.launch(k, &kinfo, &nd, &a, &deps, &on_lanes, keep, want_event)?;
+            q.commit_submitted(&prepared, &done);
+            done
         };
-        // With no event asked for, the command may go without one: later
-        // accesses find it by its place on its lane.
-        let want_event = !out_event.is_null() || prepared.iter().any(|p| p.eventful);
-        let done = q.launch(k, &kinfo, &nd, &a, &deps, &on_lanes, keep, want_event)?;
-        q.commit_submitted(&prepared, &done);
         if let Submitted::Event(ev) = done {
             // SAFETY: forwarded contract.
             unsafe { give_event(ev, out_event) };
