@@ -1,13 +1,14 @@
 //! Pure logic with no OpenCL calls: selection, aspects, allocation
 //! registry, launch checks, fill planning, staging plans, page maps,
-//! dependency tracking, lane order, trace text and copies around the
-//! caches.
+//! dependency tracking, lane order, trace text, copies around the
+//! caches and how long threads spin.
 
 pub mod aspects;
 pub mod deps;
 pub mod error;
 pub mod fill;
 pub mod launch;
+pub mod linger;
 pub mod order;
 pub mod pages;
 pub mod pool;

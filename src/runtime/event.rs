@@ -372,6 +372,11 @@ impl Event {
     /// asked (drivers charge microseconds per question).
     pub fn wait_cl(&self) -> Result<cl_int> {
         let api = api()?;
+        // A host job often ends within moments; the driver's wait may
+        // sleep.
+        if self.user {
+            super::linger::spin_until(|| self.user_done.load(Ordering::Acquire));
+        }
         // SAFETY: waiting on one live event.
         let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };
         // Not for a user event: one completed as failed is complete to

@@ -63,6 +63,8 @@ struct Job {
 
 struct Pool {
     ready: Mutex<VecDeque<Arc<Job>>>,
+    /// Jobs in `ready`, readable without its lock.
+    queued: AtomicUsize,
     wake: Condvar,
     /// Why no worker thread could be started, if none was.
     broken: OnceLock<String>,
@@ -75,6 +77,7 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(|| {
         let pool: &'static Pool = Box::leak(Box::new(Pool {
             ready: Mutex::new(VecDeque::new()),
+            queued: AtomicUsize::new(0),
             wake: Condvar::new(),
             broken: OnceLock::new(),
         }));
@@ -100,11 +103,22 @@ fn worker(p: &'static Pool) {
     loop {
         let job = {
             let mut q = p.ready.lock();
+            let mut lingered = false;
             loop {
                 if let Some(j) = q.pop_front() {
+                    p.queued.fetch_sub(1, Ordering::AcqRel);
                     break j;
                 }
-                p.wake.wait(&mut q);
+                if lingered {
+                    p.wake.wait(&mut q);
+                } else {
+                    // Another job often follows soon: asked about for a
+                    // moment before sleeping.
+                    lingered = true;
+                    drop(q);
+                    super::linger::spin_until(|| p.queued.load(Ordering::Acquire) > 0);
+                    q = p.ready.lock();
+                }
             }
         };
         run(&job);
@@ -132,7 +146,11 @@ fn make_ready(job: Arc<Job>) {
         finish(&job, Err(e));
         return;
     }
-    p.ready.lock().push_back(job);
+    {
+        let mut q = p.ready.lock();
+        q.push_back(job);
+        p.queued.fetch_add(1, Ordering::AcqRel);
+    }
     p.wake.notify_one();
 }
 

@@ -6,6 +6,7 @@ pub mod context;
 pub mod event;
 pub mod host_task;
 pub mod launch;
+pub(crate) mod linger;
 pub mod pinned;
 pub mod platform;
 pub mod program;

@@ -122,7 +122,10 @@ impl Stager {
         // call each, so one pool thread wakes the others meanwhile (on an
         // H100 host: 47-49 GB/s at 64 MiB against 46-48 with this thread
         // waking them; towards the device the relay cost 2-3 GB/s).
-        copiers()?.in_place_scope(|s| {
+        let pool = copiers()?;
+        // Copy threads lingering after the last copy (below) come back.
+        COPIES.fetch_add(1, Ordering::AcqRel);
+        pool.in_place_scope(|s| {
             let pipe = &pipe;
             match way {
                 Way::ToDevice => s.spawn_broadcast(move |_, _| pipe.work()),
@@ -135,6 +138,17 @@ impl Stager {
             }
             pipe.work();
         });
+        // Another copy often follows soon: the copy threads keep asking for
+        // a moment (the pool's own threads sleep after a few yields), so
+        // the next copy need not wake them (on an H100 host, 4 MiB copies
+        // towards the device went from 23-24 to 29-30 GB/s, 64 MiB ones
+        // from 46.3-46.8 to 47.7).
+        if !super::linger::linger().is_zero() {
+            let seen = COPIES.load(Ordering::Acquire);
+            pool.spawn_broadcast(move |_| {
+                super::linger::spin_until(|| COPIES.load(Ordering::Acquire) != seen);
+            });
+        }
         // Whatever happened, no device copy may outlive the call: the ring
         // is reused by the next copy. Asked about, as during the copy.
         for (k, ev) in pipe.events.iter().enumerate() {
@@ -161,6 +175,9 @@ impl Stager {
         }
     }
 }
+
+/// Staged copies started so far.
+static COPIES: AtomicUsize = AtomicUsize::new(0);
 
 /// The threads that copy pieces, besides the one running the copy: three
 /// quarters of the host's cores (at least one). The rest stay free for the
