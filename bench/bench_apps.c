@@ -335,6 +335,12 @@ static void nbody_host(float *p, float *v, int n, int steps) {
 /* One row of the table and one JSON record. */
 static int rounds = 5;
 
+/* Each application's round times, listed under the table. */
+enum { APPS = 4 };
+static char round_times[APPS][640];
+static const char *round_app[APPS];
+static int apps_done;
+
 /* Runs the application with Syrah and raw, alternating, `rounds` times;
  * `ts` and `tr` get the medians of their times, `spread` the smallest and
  * largest of the rounds' ratios, the result the median of those ratios. */
@@ -349,6 +355,10 @@ static double compare(const char *spec, unsigned p, unsigned d, const app *ap, v
   *ts = median(s, rounds);
   *tr = median(r, rounds);
   ratio_spread(s, r, rounds, &spread[0], &spread[1]);
+  if (apps_done < APPS) {
+    round_app[apps_done] = ap->name;
+    format_rounds(round_times[apps_done++], sizeof round_times[0], s, r, rounds);
+  }
   return median_ratio(s, r, rounds);
 }
 
@@ -560,6 +570,11 @@ int main(int argc, char **argv) {
     free(tmp);
     free(gs);
     free(gr);
+  }
+  {
+    int i;
+    printf("\nRound times in order, Syrah / raw ms:\n\n");
+    for (i = 0; i < apps_done; ++i) printf("- %s: %s\n", round_app[i], round_times[i]);
   }
   return !all_ok;
 }

@@ -85,6 +85,19 @@ static inline void ratio_spread(const double *s, const double *r, int n, double 
   }
 }
 
+/* Writes the `n` paired times as "s/r" in round order, for a line under a
+ * table: where single rounds moved, and on which side. */
+static inline void format_rounds(char *buf, size_t cap, const double *s, const double *r, int n) {
+  size_t used = 0;
+  int i;
+  if (cap) buf[0] = 0;
+  for (i = 0; i < n && used < cap; ++i) {
+    int w = snprintf(buf + used, cap - used, "%s%.2f/%.2f", i ? ", " : "", s[i], r[i]);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+}
+
 /* Appends one JSON object (one line, formatted like printf) to the file
  * named by SYRAH_BENCH_JSON, if set; the suite collects these lines. */
 static inline void bench_json(const char *fmt, ...) {

@@ -295,6 +295,11 @@ int main(int argc, char **argv) {
          "| result |\n|---|---|---|---|---|---|---|---|---|\n| %dx%d | %d | %.3f | %.3f | %.3f | %.3f to %.3f | %d | %.1e "
          "/ %.1e | %s |\n",
          H, W, ITERS, ts, tr, ratio, lo, hi, rounds, es, er, ok ? "ok" : "WRONG");
+  {
+    char times[640];
+    format_rounds(times, sizeof times, st, rt, rounds);
+    printf("\nRound times in order, Syrah / raw ms: %s\n", times);
+  }
   bench_json("{\"bench\":\"stencil2\",\"device\":\"%s+%s\",\"device_name\":\"%s + %s\",\"size\":%d,"
              "\"iterations\":%d,\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"ratio_min\":%.4f,"
              "\"ratio_max\":%.4f,\"rounds\":%d,\"ok\":%s}",
