@@ -14,7 +14,11 @@
  * more than the differences measured): the table gives the medians of
  * their times and the median of the rounds' ratios.
  *
- * usage: bench_apps P.D [scale] [rounds]   (scale 1: CI sizes; 4: GPU
+ * With `aa` after the rounds, both sides of each round are the raw
+ * version: how far this method's ratio moves with nothing to tell apart,
+ * the finest difference it can resolve on this machine.
+ *
+ * usage: bench_apps P.D [scale] [rounds] [aa]   (scale 1: CI sizes; 4: GPU
  * sizes; rounds: default 5, at most 16) */
 #include "bench_common.h"
 
@@ -334,6 +338,9 @@ static void nbody_host(float *p, float *v, int n, int steps) {
 
 /* One row of the table and one JSON record. */
 static int rounds = 5;
+/* Raw against raw (see the top). */
+static int aa;
+static const char *side[2] = {"Syrah", "raw"};
 
 /* Each application's round times, listed under the table. */
 enum { APPS = 4 };
@@ -349,7 +356,7 @@ static double compare(const char *spec, unsigned p, unsigned d, const app *ap, v
   double s[16], r[16];
   int i;
   for (i = 0; i < rounds; ++i) {
-    s[i] = run_syrah(spec, ap, rs);
+    s[i] = aa ? run_raw(p, d, ap, rs) : run_syrah(spec, ap, rs);
     r[i] = run_raw(p, d, ap, rr);
   }
   *ts = median(s, rounds);
@@ -366,10 +373,10 @@ static void report(const char *spec, const char *name, const char *app_name, con
                    double ratio, const double spread[2], int ok) {
   printf("| %s | %s | %.3f | %.3f | %.3f | %.3f to %.3f | %d | %s |\n", app_name, size, ts, tr, ratio, spread[0],
          spread[1], rounds, ok ? "ok" : "WRONG");
-  bench_json("{\"bench\":\"apps\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
+  bench_json("{\"bench\":\"%s\",\"device\":\"%s\",\"device_name\":\"%s\",\"app\":\"%s\",\"size\":\"%s\","
              "\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"ratio_min\":%.4f,\"ratio_max\":%.4f,"
              "\"rounds\":%d,\"ok\":%s}",
-             spec, name, app_name, size, ts, tr, ratio, spread[0], spread[1], rounds, ok ? "true" : "false");
+             aa ? "apps_aa" : "apps", spec, name, app_name, size, ts, tr, ratio, spread[0], spread[1], rounds, ok ? "true" : "false");
 }
 
 int main(int argc, char **argv) {
@@ -379,17 +386,24 @@ int main(int argc, char **argv) {
   int all_ok = 1;
   if (argc > 2) scale = atoi(argv[2]);
   if (argc > 3) rounds = atoi(argv[3]);
-  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || scale < 1 || scale > 16 || rounds < 1 || rounds > 16) {
-    fprintf(stderr, "usage: bench_apps P.D [scale 1..16] [rounds 1..16]\n");
+  if (argc > 4) aa = strcmp(argv[4], "aa") == 0 ? 1 : -1;
+  if (aa > 0) {
+    side[0] = "raw (first)";
+    side[1] = "raw (second)";
+  }
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || scale < 1 || scale > 16 || rounds < 1 || rounds > 16 ||
+      aa < 0 || argc > 5) {
+    fprintf(stderr, "usage: bench_apps P.D [scale 1..16] [rounds 1..16] [aa]\n");
     return 2;
   }
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL));
   json_safe(name);
-  printf("## Applications, device %s (%s), scale %d\n\nMedians over the rounds, Syrah and raw alternating; Syrah / "
-         "raw: median of the rounds' ratios.\n\n| application | size | Syrah ms | raw ms | Syrah / raw | rounds' ratios | "
+  printf("## Applications%s, device %s (%s), scale %d\n\nMedians over the rounds, %s and %s alternating; %s / %s: "
+         "median of the rounds' ratios.\n\n| application | size | %s ms | %s ms | %s / %s | rounds' ratios | "
          "rounds | result |\n|---|---|---|---|---|---|---|---|\n",
-         argv[1], name, scale);
+         aa ? ", raw against raw" : "", argv[1], name, scale, side[0], side[1], side[0], side[1], side[0], side[1],
+         side[0], side[1]);
   {
     /* Tiled matrix multiply. */
     float *a, *b, *cs, *cr;
@@ -573,7 +587,7 @@ int main(int argc, char **argv) {
   }
   {
     int i;
-    printf("\nRound times in order, Syrah / raw ms:\n\n");
+    printf("\nRound times in order, %s / %s ms:\n\n", side[0], side[1]);
     for (i = 0; i < apps_done; ++i) printf("- %s: %s\n", round_app[i], round_times[i]);
   }
   return !all_ok;

@@ -15,7 +15,10 @@
  * results are checked against the host computation. The same device twice
  * runs the two parts on two queues of it.
  *
- * usage: bench_stencil2 P.D P2.D2 [size] [iterations] [rounds, default 5] */
+ * With `aa` after the rounds, both sides of each round are the raw
+ * version: how far the ratio moves with nothing to tell apart.
+ *
+ * usage: bench_stencil2 P.D P2.D2 [size] [iterations] [rounds, default 5] [aa] */
 #include "bench_common.h"
 
 #include <math.h>
@@ -43,6 +46,9 @@ static const char *source =
 enum { BAND = 8, REPS = 3 };
 
 static int H = 2048, W = 2048, ITERS = 20;
+/* Raw against raw (see the top), and the two sides' names. */
+static int aa;
+static const char *side[2] = {"Syrah", "raw"};
 
 /* Work-groups of one row of this many cells, the same on both sides: left
  * to the driver, PoCL 3.1 picked sizes that made either side several
@@ -246,10 +252,16 @@ int main(int argc, char **argv) {
   if (argc > 3) H = W = atoi(argv[3]);
   if (argc > 4) ITERS = atoi(argv[4]);
   if (argc > 5) rounds = atoi(argv[5]);
+  if (argc > 6) aa = strcmp(argv[6], "aa") == 0 ? 1 : -1;
+  if (aa > 0) {
+    side[0] = "raw (first)";
+    side[1] = "raw (second)";
+  }
   if (argc < 3 || sscanf(argv[1], "%u.%u", &pd[0][0], &pd[0][1]) != 2 ||
-      sscanf(argv[2], "%u.%u", &pd[1][0], &pd[1][1]) != 2 || H < 4 * BAND || H % (2 * BAND) || ITERS < 1 || rounds < 1 || rounds > 16) {
+      sscanf(argv[2], "%u.%u", &pd[1][0], &pd[1][1]) != 2 || H < 4 * BAND || H % (2 * BAND) || ITERS < 1 || rounds < 1 || rounds > 16 ||
+      aa < 0 || argc > 7) {
     fprintf(stderr,
-            "usage: bench_stencil2 P.D P2.D2 [size, a multiple of %d, at least %d] [iterations] [rounds 1..16]\n",
+            "usage: bench_stencil2 P.D P2.D2 [size, a multiple of %d, at least %d] [iterations] [rounds 1..16] [aa]\n",
             2 * BAND, 4 * BAND);
     return 2;
   }
@@ -279,7 +291,7 @@ int main(int argc, char **argv) {
         ref[y * W + x] = 0.25f * (tmp[y * W + x - 1] + tmp[y * W + x + 1] + tmp[(y - 1) * W + x] + tmp[(y + 1) * W + x]);
   }
   for (r = 0; r < rounds; ++r) {
-    st[r] = run_syrah(spec, init, sy);
+    st[r] = aa ? run_raw((const unsigned(*)[2])pd, init, sy) : run_syrah(spec, init, sy);
     rt[r] = run_raw((const unsigned(*)[2])pd, init, raw);
   }
   ts = median(st, rounds);
@@ -289,21 +301,23 @@ int main(int argc, char **argv) {
   es = max_error(sy, ref);
   er = max_error(raw, ref);
   ok = es < 1e-3 && er < 1e-3;
-  printf("## 2D stencil over two devices: %s (%s) and %s (%s)\n\n", spec[0], name[0], spec[1], name[1]);
-  printf("Medians over the rounds, Syrah and raw alternating; Syrah / raw: median of the rounds' ratios.\n\n");
-  printf("| grid | iterations | Syrah ms | raw ms | Syrah / raw | rounds' ratios | rounds | largest error Syrah / raw "
+  printf("## 2D stencil over two devices%s: %s (%s) and %s (%s)\n\n", aa ? ", raw against raw" : "", spec[0], name[0],
+         spec[1], name[1]);
+  printf("Medians over the rounds, %s and %s alternating; %s / %s: median of the rounds' ratios.\n\n", side[0], side[1],
+         side[0], side[1]);
+  printf("| grid | iterations | %s ms | %s ms | %s / %s | rounds' ratios | rounds | largest error %s / %s "
          "| result |\n|---|---|---|---|---|---|---|---|---|\n| %dx%d | %d | %.3f | %.3f | %.3f | %.3f to %.3f | %d | %.1e "
          "/ %.1e | %s |\n",
-         H, W, ITERS, ts, tr, ratio, lo, hi, rounds, es, er, ok ? "ok" : "WRONG");
+         side[0], side[1], side[0], side[1], side[0], side[1], H, W, ITERS, ts, tr, ratio, lo, hi, rounds, es, er, ok ? "ok" : "WRONG");
   {
     char times[640];
     format_rounds(times, sizeof times, st, rt, rounds);
-    printf("\nRound times in order, Syrah / raw ms: %s\n", times);
+    printf("\nRound times in order, %s / %s ms: %s\n", side[0], side[1], times);
   }
-  bench_json("{\"bench\":\"stencil2\",\"device\":\"%s+%s\",\"device_name\":\"%s + %s\",\"size\":%d,"
+  bench_json("{\"bench\":\"%s\",\"device\":\"%s+%s\",\"device_name\":\"%s + %s\",\"size\":%d,"
              "\"iterations\":%d,\"syrah_ms\":%.4f,\"raw_ms\":%.4f,\"ratio\":%.4f,\"ratio_min\":%.4f,"
              "\"ratio_max\":%.4f,\"rounds\":%d,\"ok\":%s}",
-             spec[0], spec[1], name[0], name[1], H, ITERS, ts, tr, ratio, lo, hi, rounds, ok ? "true" : "false");
+             aa ? "stencil2_aa" : "stencil2", spec[0], spec[1], name[0], name[1], H, ITERS, ts, tr, ratio, lo, hi, rounds, ok ? "true" : "false");
   free(init);
   free(ref);
   free(tmp);
