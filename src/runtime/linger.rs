@@ -38,3 +38,10 @@ pub(crate) fn spin_until(mut ready: impl FnMut() -> bool) -> bool {
         std::thread::yield_now();
     }
 }
+
+/// Microseconds since the first call: a clock threads can share as a
+/// number.
+pub(crate) fn now_us() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64
+}

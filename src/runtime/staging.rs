@@ -15,7 +15,7 @@ use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Which way a staged copy goes.
@@ -115,7 +115,8 @@ impl Stager {
             queue: self.queue,
             device,
         };
-        // The pool's threads are woken, a system call each. Towards the
+        // The pool's threads are woken, a system call each for those asleep
+        // (see `linger_for_next`). Towards the
         // device this thread wakes them itself, which brings them in
         // soonest, then copies pieces too. Towards the host it first hands
         // the device every chunk that finds its ring space free, a driver
@@ -123,8 +124,9 @@ impl Stager {
         // H100 host: 47-49 GB/s at 64 MiB against 46-48 with this thread
         // waking them; towards the device the relay cost 2-3 GB/s).
         let pool = copiers()?;
-        // Copy threads lingering after the last copy (below) come back.
+        // Copy threads lingering after the last copy come back.
         COPIES.fetch_add(1, Ordering::AcqRel);
+        ENDED_AT.store(0, Ordering::Release);
         pool.in_place_scope(|s| {
             let pipe = &pipe;
             match way {
@@ -138,17 +140,7 @@ impl Stager {
             }
             pipe.work();
         });
-        // Another copy often follows soon: the copy threads keep asking for
-        // a moment (the pool's own threads sleep after a few yields), so
-        // the next copy need not wake them (on an H100 host, 4 MiB copies
-        // towards the device went from 23-24 to 29-30 GB/s, 64 MiB ones
-        // from 46.3-46.8 to 47.7).
-        if !super::linger::linger().is_zero() {
-            let seen = COPIES.load(Ordering::Acquire);
-            pool.spawn_broadcast(move |_| {
-                super::linger::spin_until(|| COPIES.load(Ordering::Acquire) != seen);
-            });
-        }
+        linger_for_next(pool);
         // Whatever happened, no device copy may outlive the call: the ring
         // is reused by the next copy. Asked about, as during the copy.
         for (k, ev) in pipe.events.iter().enumerate() {
@@ -169,6 +161,8 @@ impl Stager {
                 Err(e) => pipe.fail(e),
             }
         }
+        // The copy threads linger from here (see `linger_for_next`).
+        ENDED_AT.store(super::linger::now_us().max(1), Ordering::Release);
         match pipe.error.into_inner() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -178,6 +172,36 @@ impl Stager {
 
 /// Staged copies started so far.
 static COPIES: AtomicUsize = AtomicUsize::new(0);
+/// When the last copy ended (`linger::now_us`); 0 while one runs.
+static ENDED_AT: AtomicU64 = AtomicU64::new(0);
+
+/// Another copy often follows soon. Once this copy's threads have no
+/// pieces left, they keep asking whether one has started: while the device
+/// finishes this copy's last chunks (hundreds of µs), then for the linger
+/// time. The pool's own threads would sleep after a few yields, and waking
+/// them costs the next copy tens of µs (on an H100 host, 4 MiB copies
+/// towards the device went from 23-24 to 29-30 GB/s). At most
+/// `DRAIN_LIMIT` beyond the linger time in all, should the device stall.
+fn linger_for_next(pool: &'static rayon::ThreadPool) {
+    const DRAIN_LIMIT: u64 = 5_000;
+    let limit = super::linger::linger().as_micros() as u64;
+    if limit == 0 {
+        return;
+    }
+    let seen = COPIES.load(Ordering::Acquire);
+    let from = super::linger::now_us();
+    pool.spawn_broadcast(move |_| loop {
+        if COPIES.load(Ordering::Acquire) != seen {
+            return;
+        }
+        let now = super::linger::now_us();
+        let ended = ENDED_AT.load(Ordering::Acquire);
+        if (ended != 0 && now >= ended + limit) || now >= from + limit + DRAIN_LIMIT {
+            return;
+        }
+        std::thread::yield_now();
+    });
+}
 
 /// The threads that copy pieces, besides the one running the copy: three
 /// quarters of the host's cores (at least one). The rest stay free for the
