@@ -385,9 +385,93 @@ static void test_quiet_launches(const syrah_device *d) {
   syrah_context_release(ctx);
 }
 
+/* Copies asked for no event go without one where they can; what follows
+ * them must still see their bytes. */
+static void test_quiet_copies(const syrah_device *d) {
+  enum { M = 4096 };
+  syrah_queue *q = NULL, *oq = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *inc = NULL;
+  int *a = NULL, *b = NULL, *host = NULL, *back = NULL, i, ok;
+  syrah_kernel_arg arg;
+  syrah_range r = syrah_range_1d(M);
+  syrah_event *ev = NULL;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("copies without events", "the device has no USM (strategy none)");
+    return;
+  }
+  host = (int *)malloc(sizeof(int) * M);
+  back = (int *)malloc(sizeof(int) * M);
+  if (!host || !back) {
+    T_FAIL("out of host memory");
+    free(host);
+    free(back);
+    return;
+  }
+  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_queue_create(ctx, d, 0, NULL, NULL, &oq));
+  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "inc", &inc));
+  REQUIRE_OK(syrah_malloc_device(ctx, d, sizeof(int) * M, (void **)&a));
+  REQUIRE_OK(syrah_malloc_device(ctx, d, sizeof(int) * M, (void **)&b));
+  for (i = 0; i < M; ++i) host[i] = i;
+  /* In order: host to a, then 100 times a kernel on a and a copy between
+   * the two allocations, each without an event; the last copy back has
+   * one. */
+  EXPECT_OK(syrah_queue_memcpy(q, a, host, sizeof(int) * M, NULL, 0, NULL));
+  for (i = 0; i < 100; ++i) {
+    int *from = i % 2 ? b : a, *to = i % 2 ? a : b;
+    arg = syrah_arg_usm(from);
+    EXPECT_OK(syrah_queue_launch(q, inc, &r, &arg, 1, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_memcpy(q, to, from, sizeof(int) * M, NULL, 0, NULL));
+  }
+  memset(back, 0, sizeof(int) * M);
+  EXPECT_OK(syrah_queue_memcpy(q, back, a, sizeof(int) * M, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  syrah_event_release(ev);
+  for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == i + 100;
+  EXPECT_TRUE(ok);
+  /* Out of order: a barrier orders a later copy after copies without
+   * events. */
+  for (i = 0; i < M; ++i) host[i] = 7 * i;
+  EXPECT_OK(syrah_queue_memcpy(oq, b, host, sizeof(int) * M, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_barrier(oq, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memcpy(oq, a, b, sizeof(int) * M, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_barrier(oq, NULL, 0, NULL));
+  memset(back, 0, sizeof(int) * M);
+  EXPECT_OK(syrah_queue_memcpy(oq, back, a, sizeof(int) * M, NULL, 0, &ev));
+  EXPECT_OK(syrah_event_wait(ev));
+  syrah_event_release(ev);
+  for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == 7 * i;
+  EXPECT_TRUE(ok);
+  /* A queue wait covers a copy to the host without an event. */
+  memset(back, 0, sizeof(int) * M);
+  EXPECT_OK(syrah_queue_memcpy(oq, back, b, sizeof(int) * M, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(oq));
+  for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == 7 * i;
+  EXPECT_TRUE(ok);
+  /* Freeing the source right after such a copy waits for it. */
+  memset(back, 0, sizeof(int) * M);
+  EXPECT_OK(syrah_queue_memcpy(q, back, b, sizeof(int) * M, NULL, 0, NULL));
+  EXPECT_OK(syrah_free(ctx, b));
+  for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == 7 * i;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_free(ctx, a));
+  syrah_kernel_release(inc);
+  syrah_program_release(prog);
+  syrah_queue_release(oq);
+  syrah_queue_release(q);
+  syrah_context_release(ctx);
+  free(host);
+  free(back);
+}
+
 int main(void) {
   t_for_each_device(test_alloc_kinds);
   t_for_each_device(test_operations);
   t_for_each_device(test_quiet_launches);
+  t_for_each_device(test_quiet_copies);
   return t_finish("test_usm");
 }

@@ -9,7 +9,7 @@ use crate::core::registry::AllocKind;
 use crate::runtime::context::Context;
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
-use crate::runtime::queue::Queue;
+use crate::runtime::queue::{Queue, Submitted};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -283,11 +283,17 @@ pub unsafe extern "C" fn syrah_queue_memcpy(
             }));
         }
         // SAFETY: forwarded contract.
-        unsafe {
-            queue_op(queue, dependencies, dependency_count, out_event, |q, d| {
-                q.memcpy(destination, source, size, d)
-            })
+        let q = unsafe { borrow(queue, "queue") }?;
+        // SAFETY: forwarded contract.
+        let d = unsafe { deps_from(dependencies, dependency_count) }?;
+        // With no event asked for, the copy may go without one.
+        // SAFETY: forwarded contract.
+        let done = unsafe { q.memcpy(destination, source, size, &d, !out_event.is_null()) }?;
+        if let Submitted::Event(ev) = done {
+            // SAFETY: forwarded contract.
+            unsafe { give_event(ev, out_event) };
         }
+        Ok(())
     })
 }
 

@@ -442,7 +442,7 @@ impl Queue {
         let ev = Event::new(
             cl,
             self.ctx.id,
-            "kernels launched without an event".into(),
+            "commands enqueued without an event".into(),
             self.profiling,
             SmallVec::new(),
             self.me.clone(),

@@ -4,7 +4,7 @@
 use super::context::Context;
 use super::event::Event;
 use super::platform::Device;
-use super::queue::{ptr_or_null, Queue};
+use super::queue::{ptr_or_null, Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
@@ -340,7 +340,8 @@ impl Queue {
         self.foreign(addr, what).map_or(Ok(()), Err)
     }
 
-    /// Issues one USM copy on lane `q`.
+    /// Issues one USM copy on lane `q`; `ev` receives its event unless
+    /// null.
     pub(crate) fn copy_cmd(
         &self,
         q: cl_command_queue,
@@ -348,7 +349,7 @@ impl Queue {
         src: *const c_void,
         size: usize,
         wl: &[cl_event],
-        ev: &mut cl_event,
+        ev: *mut cl_event,
     ) -> Result<()> {
         let api = api()?;
         let rc = match self.intel() {
@@ -396,7 +397,10 @@ impl Queue {
     }
 
     /// Copies `size` bytes; either side may be USM of this context or host
-    /// memory. The host side must stay valid until the event completes.
+    /// memory. The host side must stay valid until the copy completes.
+    /// With no event wanted, a copy the device does goes without an OpenCL
+    /// event where it can (see `submit_quiet`): a queue wait, a barrier or
+    /// a later command of an in-order queue still follows it.
     /// # Safety
     /// Host pointers passed here must stay valid for the command's
     /// duration; USM pointers are checked against the registry.
@@ -406,10 +410,11 @@ impl Queue {
         src: *const c_void,
         size: usize,
         deps: &[Arc<Event>],
-    ) -> Result<Arc<Event>> {
+        want_event: bool,
+    ) -> Result<Submitted> {
         self.require_usm("memcpy")?;
         if size == 0 {
-            return self.marker(deps, "memcpy of 0 bytes");
+            return self.marker(deps, "memcpy of 0 bytes").map(Submitted::Event);
         }
         let (d, s) = (dst as usize, src as usize);
         if d.checked_add(size).is_none() || s.checked_add(size).is_none() {
@@ -436,15 +441,21 @@ impl Queue {
                     &format!("memcpy of {size} bytes"),
                     None,
                 )
-            };
+            }
+            .map(Submitted::Event);
         }
-        self.submit(
+        let done = self.submit_quiet(
             deps,
+            &[],
             format!("memcpy of {size} bytes"),
             None,
+            want_event,
             |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
-        )
-        .map(|e| e.with_bytes(size))
+        )?;
+        Ok(match done {
+            Submitted::Event(e) => Submitted::Event(e.with_bytes(size)),
+            quiet => quiet,
+        })
     }
 
     /// A copy between trusted pointers (buffer allocations and their host
