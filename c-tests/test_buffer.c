@@ -865,6 +865,74 @@ static void test_without_events(const syrah_device *d) {
   env_close(&e);
 }
 
+/* Copies between accessors asked for no event, mixed with launches that
+ * also go without: what reads after them, on this queue, another queue or
+ * the host, sees their bytes, and the data moves home exactly once. */
+static void copies_without_events(const syrah_device *d, syrah_queue_flags flags) {
+  enum { M = 4096 };
+  env e;
+  syrah_queue *q2 = NULL;
+  syrah_buffer *a = NULL, *b = NULL, *c = NULL;
+  syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE);
+  syrah_host_accessor *ha = NULL;
+  syrah_accessor accs[2], wa, wb;
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(M);
+  int *p = NULL, i, ok, zero = 0;
+  if (!env_open(&e, d, flags) || syrah_queue_create(e.ctx, d, 0, NULL, NULL, &q2) != SYRAH_SUCCESS) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  REQUIRE_OK(syrah_buffer_create(&bd, &a));
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  REQUIRE_OK(syrah_buffer_create(&bd, &c));
+  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  /* a += 1, b = a, b += 1, a = b: each round adds 2. */
+  for (i = 0; i < 50; ++i) {
+    EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    wa = acc1(a, SYRAH_ACCESS_READ, 0, 0);
+    wb = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+    EXPECT_OK(syrah_queue_copy_accessor(e.q, &wa, &wb, NULL, 0, NULL));
+    EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    wb.mode = SYRAH_ACCESS_READ;
+    wa.mode = SYRAH_ACCESS_DISCARD_WRITE;
+    EXPECT_OK(syrah_queue_copy_accessor(e.q, &wb, &wa, NULL, 0, NULL));
+  }
+  /* Another queue reads b after them: c = b + 1 there. */
+  accs[0] = acc1(b, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = acc1(c, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  two_accessor_args(args);
+  EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(c, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 101;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  /* The host reads a right after a last copy into it. */
+  wb = acc1(b, SYRAH_ACCESS_READ, 0, 0);
+  wa = acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  EXPECT_OK(syrah_queue_copy_accessor(e.q, &wb, &wa, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 100;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_EQ(stats(a).device_to_host_bytes, M * sizeof(int));
+  EXPECT_EQ(stats(a).device_to_host_copies, 1);
+  EXPECT_EQ(stats(a).host_to_device_bytes, 0);
+  EXPECT_EQ(stats(b).device_to_host_bytes + stats(b).host_to_device_bytes, 0);
+  EXPECT_OK(syrah_queue_wait(e.q));
+  EXPECT_OK(syrah_buffer_release(a));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_buffer_release(c));
+  syrah_queue_release(q2);
+  env_close(&e);
+}
+
+static void test_copies_without_events(const syrah_device *d) {
+  copies_without_events(d, SYRAH_QUEUE_IN_ORDER);
+  copies_without_events(d, 0);
+}
+
 /* Pinned host memory: as a buffer's host memory (moved in and out with the
  * exact counts) and as the host side of USM copies; what kind of pointer
  * it is; the errors for bad arguments and a second free. */
@@ -1117,6 +1185,7 @@ int main(void) {
   t_for_each_device(test_partial_discard);
   t_for_each_device(test_reuse);
   t_for_each_device(test_without_events);
+  t_for_each_device(test_copies_without_events);
   t_for_each_device(test_pinned);
   test_two_devices();
   return t_finish("test_buffer");

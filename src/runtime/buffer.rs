@@ -1955,12 +1955,18 @@ impl Queue {
     }
 
     /// Explicit copy from one accessor to another of the same shape.
+    ///
+    /// With no event wanted, a copy of one contiguous run between device
+    /// allocations goes without an OpenCL event where it can, as kernel
+    /// launches with accessors do: later accesses find it by its place on
+    /// its lane.
     pub fn copy_accessors(
         &self,
         src: &AccessReq<'_>,
         dst: &AccessReq<'_>,
         deps: &[Arc<Event>],
-    ) -> Result<Arc<Event>> {
+        want_event: bool,
+    ) -> Result<Submitted> {
         let mut waits: Deps = deps.iter().cloned().collect();
         let reqs = [
             AccessReq {
@@ -1976,14 +1982,50 @@ impl Queue {
                 range: dst.range,
             },
         ];
-        let prepared = self.prepare_accesses(&reqs, &mut waits)?;
+        // Transfers for the accessors and the copy share one lane.
+        let _group = self.group_lane();
+        let mut on_lanes = LanePositions::new();
+        let prepared = self.prepare_accesses_at(&reqs, &mut waits, Some(&mut on_lanes))?;
         let s = self.dev_side(&prepared[0], src)?;
         let d = self.dev_side(&prepared[1], dst)?;
-        let ev = self.copy_window(d, s, src.range, src.buffer.view.elem, &waits)?;
-        self.commit_accesses(&prepared, &ev);
-        let keep = prepared.iter().map(|p| p.storage.clone()).collect();
-        self.hold(ev.clone(), Some(Held::Storages(keep)));
-        Ok(ev)
+        let keep = Some(Held::Storages(
+            prepared.iter().map(|p| p.storage.clone()).collect(),
+        ));
+        let (ext, elem) = (src.range, src.buffer.view.elem);
+        let bytes = ext.iter().product::<usize>() * elem;
+        let run =
+            (d.contiguous(ext) && s.contiguous(ext) && d.has_ptr() && s.has_ptr()).then(|| {
+                (
+                    (d.base() + d.row(ext, elem, 0, 0)) as *mut c_void,
+                    (s.base() + s.row(ext, elem, 0, 0)) as *const c_void,
+                )
+            });
+        let done = match run {
+            Some((to, from)) if self.staged_way(to, from, bytes).is_none() => {
+                let want = want_event || prepared.iter().any(|p| p.eventful);
+                match self.submit_quiet(
+                    &waits,
+                    &on_lanes,
+                    "buffer copy",
+                    keep,
+                    want,
+                    |q, wl, ev| self.copy_cmd(q, to, from, bytes, wl, ev),
+                )? {
+                    Submitted::Event(e) => Submitted::Event(e.with_bytes(bytes)),
+                    quiet => quiet,
+                }
+            }
+            _ => {
+                for p in &on_lanes {
+                    waits.extend(p.event()?);
+                }
+                let ev = self.copy_window(d, s, ext, elem, &waits)?;
+                self.hold(ev.clone(), keep);
+                Submitted::Event(ev)
+            }
+        };
+        self.commit_submitted(&prepared, &done);
+        Ok(done)
     }
 
     /// Fills an accessor's window with a pattern of 1–128 bytes (a power
