@@ -37,6 +37,8 @@ pub struct Event {
     failure: Mutex<Option<Error>>,
     /// For user events: set once completed by hand.
     user_done: AtomicBool,
+    /// For a user event: OpenCL has been told it is complete.
+    user_settled: AtomicBool,
     /// For commands: what is known of their end, so that nobody asks the
     /// driver again (drivers charge microseconds per query): 0 nothing,
     /// [`ENDED`] (perhaps failed), or [`COMPLETED`] without error (said of
@@ -125,6 +127,7 @@ impl Event {
             outcome: AtomicU8::new(0),
             failure: Mutex::new(None),
             user_done: AtomicBool::new(false),
+            user_settled: AtomicBool::new(false),
             ended: AtomicU8::new(0),
             gated: AtomicBool::new(false),
             lane: AtomicU64::new(0),
@@ -265,6 +268,13 @@ impl Event {
         }
         // SAFETY: `self.cl` is a user event created by clCreateUserEvent.
         let rc = unsafe { (api.clSetUserEventStatus)(self.cl, CL_COMPLETE) };
+        if rc == CL_SUCCESS {
+            // Known from here without asking the driver, by a waiter too.
+            let _ =
+                self.outcome
+                    .compare_exchange(0, OUTCOME_OK, Ordering::AcqRel, Ordering::Acquire);
+            self.user_settled.store(true, Ordering::Release);
+        }
         // Continuations run once the outcome is visible, whatever the driver
         // said: nothing waiting on this event may be left behind.
         let continuations = {
@@ -373,9 +383,10 @@ impl Event {
     pub fn wait_cl(&self) -> Result<cl_int> {
         let api = api()?;
         // A host job often ends within moments; the driver's wait may
-        // sleep.
-        if self.user {
-            super::linger::spin_until(|| self.user_done.load(Ordering::Acquire));
+        // sleep. Once OpenCL has been told, it has nothing to wait for (a
+        // user event completed as failed is complete to OpenCL too).
+        if self.user && super::linger::spin_until(|| self.user_settled.load(Ordering::Acquire)) {
+            return Ok(CL_SUCCESS);
         }
         // SAFETY: waiting on one live event.
         let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };

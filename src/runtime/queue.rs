@@ -942,8 +942,10 @@ impl Queue {
         for e in &entries {
             // A failed command makes this return an error code; its outcome
             // is read just below. A command already seen to end is not
-            // waited for again: each wait costs a driver call.
-            if !e.event.known_done() {
+            // waited for again: each wait costs a driver call. (A user event
+            // seen completed may still be on its way to OpenCL: its wait
+            // asks Syrah, not the driver.)
+            if !e.event.known_done() || e.event.user {
                 e.event.wait_cl()?;
             }
             loop {
