@@ -433,6 +433,24 @@ static void test_quiet_copies(const syrah_device *d) {
   syrah_event_release(ev);
   for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == i + 100;
   EXPECT_TRUE(ok);
+  /* A memset and a fill without events, a kernel after the memset. */
+  {
+    int seven = 7;
+    EXPECT_OK(syrah_queue_memset(q, a, 0x11, sizeof(int) * M, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_fill(q, b, &seven, sizeof seven, sizeof(int) * M, NULL, 0, NULL));
+    arg = syrah_arg_usm(a);
+    EXPECT_OK(syrah_queue_launch(q, inc, &r, &arg, 1, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_memcpy(q, back, a, sizeof(int) * M, NULL, 0, &ev));
+    EXPECT_OK(syrah_event_wait(ev));
+    syrah_event_release(ev);
+    for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == 0x11111111 + 1;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_queue_memcpy(q, back, b, sizeof(int) * M, NULL, 0, &ev));
+    EXPECT_OK(syrah_event_wait(ev));
+    syrah_event_release(ev);
+    for (i = 0, ok = 1; i < M; ++i) ok &= back[i] == 7;
+    EXPECT_TRUE(ok);
+  }
   /* Out of order: a barrier orders a later copy after copies without
    * events. */
   for (i = 0; i < M; ++i) host[i] = 7 * i;

@@ -260,6 +260,26 @@ unsafe fn queue_op(
     Ok(())
 }
 
+/// As [`queue_op`], for an operation that may go without an OpenCL event
+/// when the caller asks for none.
+unsafe fn queue_op_quiet(
+    queue: *const Queue,
+    deps: *const *const Event,
+    ndeps: usize,
+    out_event: *mut *mut Event,
+    f: impl FnOnce(&Queue, &[Arc<Event>], bool) -> Result<Submitted>,
+) -> Result<()> {
+    // SAFETY: forwarded contract.
+    let q = unsafe { borrow(queue, "queue") }?;
+    // SAFETY: forwarded contract.
+    let d = unsafe { deps_from(deps, ndeps) }?;
+    if let Submitted::Event(ev) = f(q, &d, !out_event.is_null())? {
+        // SAFETY: forwarded contract.
+        unsafe { give_event(ev, out_event) };
+    }
+    Ok(())
+}
+
 /// Copies `size` bytes from `source` to `destination` after `dependencies`.
 /// Either side may be USM of the queue's context or ordinary host memory,
 /// which must stay valid until the returned event completes. Ranges may not
@@ -283,17 +303,15 @@ pub unsafe extern "C" fn syrah_queue_memcpy(
             }));
         }
         // SAFETY: forwarded contract.
-        let q = unsafe { borrow(queue, "queue") }?;
-        // SAFETY: forwarded contract.
-        let d = unsafe { deps_from(dependencies, dependency_count) }?;
-        // With no event asked for, the copy may go without one.
-        // SAFETY: forwarded contract.
-        let done = unsafe { q.memcpy(destination, source, size, &d, !out_event.is_null()) }?;
-        if let Submitted::Event(ev) = done {
-            // SAFETY: forwarded contract.
-            unsafe { give_event(ev, out_event) };
+        unsafe {
+            queue_op_quiet(
+                queue,
+                dependencies,
+                dependency_count,
+                out_event,
+                |q, d, want| q.memcpy(destination, source, size, d, want),
+            )
         }
-        Ok(())
     })
 }
 
@@ -315,9 +333,13 @@ pub unsafe extern "C" fn syrah_queue_memset(
         let byte = [value as u8];
         // SAFETY: forwarded contract.
         unsafe {
-            queue_op(queue, dependencies, dependency_count, out_event, |q, d| {
-                q.fill(pointer, &byte, size, d)
-            })
+            queue_op_quiet(
+                queue,
+                dependencies,
+                dependency_count,
+                out_event,
+                |q, d, want| q.fill_submitted(pointer, &byte, size, d, want),
+            )
         }
     })
 }
@@ -347,9 +369,13 @@ pub unsafe extern "C" fn syrah_queue_fill(
         let pat = unsafe { super::slice(pattern.cast::<u8>(), pattern_size, "pattern") }?;
         // SAFETY: forwarded contract.
         unsafe {
-            queue_op(queue, dependencies, dependency_count, out_event, |q, d| {
-                q.fill(pointer, pat, size, d)
-            })
+            queue_op_quiet(
+                queue,
+                dependencies,
+                dependency_count,
+                out_event,
+                |q, d, want| q.fill_submitted(pointer, pat, size, d, want),
+            )
         }
     })
 }

@@ -494,6 +494,29 @@ impl Queue {
         size: usize,
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
+        // SAFETY: forwarded from the caller.
+        match unsafe { self.fill_submitted(dst, pattern, size, deps, true) }? {
+            Submitted::Event(e) => Ok(e),
+            Submitted::Quiet(_) => Err(Error::new(
+                Status::Internal,
+                "a fill asked for its event went without one",
+            )),
+        }
+    }
+
+    /// [`Queue::fill`]; with no event wanted, a fill the backend does in
+    /// one command goes without an OpenCL event where it can (as
+    /// [`Queue::memcpy`]).
+    /// # Safety
+    /// As for [`Queue::fill`].
+    pub unsafe fn fill_submitted(
+        &self,
+        dst: *mut c_void,
+        pattern: &[u8],
+        size: usize,
+        deps: &[Arc<Event>],
+        want_event: bool,
+    ) -> Result<Submitted> {
         self.require_usm("fill")?;
         let what = format!("fill of {size} bytes with a {}-byte pattern", pattern.len());
         let mut plan = fill::plan(pattern, size, FILL_SEED_CAP)?;
@@ -502,14 +525,14 @@ impl Queue {
             plan = fill::staged(pattern, size, FILL_SEED_CAP);
         }
         if plan == FillPlan::Empty {
-            return self.marker(deps, &what);
+            return self.marker(deps, &what).map(Submitted::Event);
         }
         self.check_usm_range(dst, size, "fill destination")?;
         let api = api()?;
         match plan {
-            FillPlan::Empty => self.marker(deps, &what),
+            FillPlan::Empty => self.marker(deps, &what).map(Submitted::Event),
             FillPlan::Native => self
-                .submit(deps, what, None, |q, wl, ev| {
+                .submit_quiet(deps, &[], what, None, want_event, |q, wl, ev| {
                     // The extension's fill and the SVM fill take the same
                     // arguments.
                     let f = match self.intel() {
@@ -533,7 +556,10 @@ impl Queue {
                     };
                     check(rc, "USM fill")
                 })
-                .map(|e| e.with_bytes(size)),
+                .map(|done| match done {
+                    Submitted::Event(e) => Submitted::Event(e.with_bytes(size)),
+                    quiet => quiet,
+                }),
             FillPlan::Staged { seed, copies } => {
                 let seed = seed.into_boxed_slice();
                 let base = dst as usize;
@@ -562,7 +588,7 @@ impl Queue {
                         })?
                         .with_bytes(c.len);
                 }
-                Ok(prev)
+                Ok(Submitted::Event(prev))
             }
         }
     }
