@@ -262,6 +262,10 @@ unsafe fn queue_op(
 
 /// As [`queue_op`], for an operation that may go without an OpenCL event
 /// when the caller asks for none.
+///
+/// # Safety
+/// `queue`, the `ndeps` events at `deps` and `out_event` (when not null)
+/// must be valid as the calling function's contract says.
 unsafe fn queue_op_quiet(
     queue: *const Queue,
     deps: *const *const Event,
