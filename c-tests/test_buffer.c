@@ -933,6 +933,61 @@ static void test_copies_without_events(const syrah_device *d) {
   copies_without_events(d, 0);
 }
 
+/* On an out-of-order queue: a launch that a held host accessor gates does
+ * not hold back a later one of the same queue that follows only launches
+ * without events, on whatever lane each went. */
+static void test_gate_beside_quiet_launches(const syrah_device *d) {
+  enum { M = 4096 };
+  env e;
+  syrah_buffer *a = NULL, *b = NULL, *f = NULL;
+  syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE);
+  syrah_host_accessor *ha = NULL, *hb = NULL;
+  syrah_accessor accs[2];
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(M);
+  syrah_event *cev = NULL;
+  int *p = NULL, *pb = NULL, i, ok, zero = 0;
+  if (!env_open(&e, d, 0)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  REQUIRE_OK(syrah_buffer_create(&bd, &a));
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  REQUIRE_OK(syrah_buffer_create(&bd, &f));
+  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  /* The host reads b; b = a + 1, which follows the launches on a, waits
+   * for the release (and may go on their lane). */
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &hb, (void **)&pb));
+  two_accessor_args(args);
+  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
+  /* f = a + 1 needs only the launches on a. */
+  accs[1] = acc1(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, &cev));
+  EXPECT_EQ(status_within_5s(cev), SYRAH_EVENT_COMPLETE);
+  syrah_event_release(cev);
+  for (i = 0, ok = 1; i < M; ++i) ok &= pb[i] == 0;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(hb));
+  EXPECT_OK(syrah_buffer_host_access(f, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 6;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 6;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  EXPECT_OK(syrah_buffer_release(a));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_buffer_release(f));
+  env_close(&e);
+}
+
 /* Pinned host memory: as a buffer's host memory (moved in and out with the
  * exact counts) and as the host side of USM copies; what kind of pointer
  * it is; the errors for bad arguments and a second free. */
@@ -1186,6 +1241,7 @@ int main(void) {
   t_for_each_device(test_reuse);
   t_for_each_device(test_without_events);
   t_for_each_device(test_copies_without_events);
+  t_for_each_device(test_gate_beside_quiet_launches);
   t_for_each_device(test_pinned);
   test_two_devices();
   return t_finish("test_buffer");
