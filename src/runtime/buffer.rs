@@ -2000,22 +2000,16 @@ impl Queue {
                     (s.base() + s.row(ext, elem, 0, 0)) as *const c_void,
                 )
             });
+        // Both sides are device allocations: never staged.
         let done = match run {
-            Some((to, from)) if self.staged_way(to, from, bytes).is_none() => {
+            Some((to, from)) => {
                 let want = want_event || prepared.iter().any(|p| p.eventful);
-                match self.submit_quiet(
-                    &waits,
-                    &on_lanes,
-                    "buffer copy",
-                    keep,
-                    want,
-                    |q, wl, ev| self.copy_cmd(q, to, from, bytes, wl, ev),
-                )? {
-                    Submitted::Event(e) => Submitted::Event(e.with_bytes(bytes)),
-                    quiet => quiet,
-                }
+                self.submit_quiet(&waits, &on_lanes, "buffer copy", keep, want, |q, wl, ev| {
+                    self.copy_cmd(q, to, from, bytes, wl, ev)
+                })?
+                .with_bytes(bytes)
             }
-            _ => {
+            None => {
                 for p in &on_lanes {
                     waits.extend(p.event()?);
                 }

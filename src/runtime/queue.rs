@@ -94,6 +94,17 @@ pub enum Submitted {
     Quiet(LanePos),
 }
 
+impl Submitted {
+    /// Records the bytes the command moves on its event, if it has one
+    /// (for the trace; a command without an event is not traced).
+    pub fn with_bytes(self, n: usize) -> Submitted {
+        match self {
+            Submitted::Event(e) => Submitted::Event(e.with_bytes(n)),
+            quiet => quiet,
+        }
+    }
+}
+
 /// Optional [`Held`].
 pub type Keep = Option<Held>;
 

@@ -444,18 +444,15 @@ impl Queue {
             }
             .map(Submitted::Event);
         }
-        let done = self.submit_quiet(
+        self.submit_quiet(
             deps,
             &[],
             format!("memcpy of {size} bytes"),
             None,
             want_event,
             |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
-        )?;
-        Ok(match done {
-            Submitted::Event(e) => Submitted::Event(e.with_bytes(size)),
-            quiet => quiet,
-        })
+        )
+        .map(|done| done.with_bytes(size))
     }
 
     /// A copy between trusted pointers (buffer allocations and their host
@@ -556,10 +553,7 @@ impl Queue {
                     };
                     check(rc, "USM fill")
                 })
-                .map(|done| match done {
-                    Submitted::Event(e) => Submitted::Event(e.with_bytes(size)),
-                    quiet => quiet,
-                }),
+                .map(|done| done.with_bytes(size)),
             FillPlan::Staged { seed, copies } => {
                 let seed = seed.into_boxed_slice();
                 let base = dst as usize;
