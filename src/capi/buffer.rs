@@ -7,7 +7,7 @@ use crate::runtime::buffer::{
     AccessReq, Allocator, Buffer, BufferDesc, HostAccessor, Mode, Ownership,
 };
 use crate::runtime::event::Event;
-use crate::runtime::queue::{Queue, Submitted};
+use crate::runtime::queue::Queue;
 use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -648,10 +648,9 @@ pub unsafe extern "C" fn syrah_queue_copy_accessor(
         // SAFETY: forwarded contract.
         let deps = unsafe { super::event::deps_from(dependencies, dependency_count) }?;
         // With no event asked for, the copy may go without one.
-        if let Submitted::Event(ev) = q.copy_accessors(&s, &d, &deps, !out_event.is_null())? {
-            // SAFETY: forwarded contract.
-            unsafe { super::event::give_event(ev, out_event) };
-        }
+        let done = q.copy_accessors(&s, &d, &deps, !out_event.is_null())?;
+        // SAFETY: forwarded contract.
+        unsafe { super::event::give_submitted(done, out_event) };
         Ok(())
     })
 }

@@ -6,6 +6,7 @@ use crate::core::error::{Error, Result};
 use crate::opencl::ffi::*;
 use crate::runtime::context::Context;
 use crate::runtime::event::{wait_all, Event, EventState};
+use crate::runtime::queue::Submitted;
 use std::sync::Arc;
 
 pub(crate) unsafe fn deps_from(
@@ -26,6 +27,15 @@ pub(crate) unsafe fn give_event(ev: Arc<Event>, out_event: *mut *mut Event) {
     if !out_event.is_null() {
         // SAFETY: writable per the contract.
         unsafe { *out_event = into_handle(ev) };
+    }
+}
+
+/// Hands a submitted command's event to the caller if they asked for it
+/// (a command goes without one only when none was asked for).
+pub(crate) unsafe fn give_submitted(done: Submitted, out_event: *mut *mut Event) {
+    if let Submitted::Event(ev) = done {
+        // SAFETY: forwarded contract.
+        unsafe { give_event(ev, out_event) };
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::buffer::{requests, syrah_accessor};
 use super::device::device_ref;
-use super::event::{deps_from, give_event};
+use super::event::{deps_from, give_event, give_submitted};
 use super::types::*;
 use super::{borrow, clone_arc, guard, into_handle, out, release, retain, slice};
 use crate::core::error::{Error, Result, Status};
@@ -12,7 +12,7 @@ use crate::runtime::event::Event;
 use crate::runtime::launch::Arg;
 use crate::runtime::platform::Device;
 use crate::runtime::program::Kernel;
-use crate::runtime::queue::{Queue, Submitted};
+use crate::runtime::queue::Queue;
 use smallvec::SmallVec;
 use std::ffi::{c_char, c_void};
 
@@ -352,10 +352,8 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             q.commit_submitted(&prepared, &done);
             done
         };
-        if let Submitted::Event(ev) = done {
-            // SAFETY: forwarded contract.
-            unsafe { give_event(ev, out_event) };
-        }
+        // SAFETY: forwarded contract.
+        unsafe { give_submitted(done, out_event) };
         Ok(())
     })
 }

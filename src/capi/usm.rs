@@ -1,7 +1,7 @@
 //! Unified shared memory.
 
 use super::device::device_ref;
-use super::event::{deps_from, give_event};
+use super::event::{deps_from, give_submitted};
 use super::types::*;
 use super::{borrow, guard, out};
 use crate::core::error::{Error, Result};
@@ -243,6 +243,12 @@ pub unsafe extern "C" fn syrah_get_pointer_device(
     })
 }
 
+/// Runs a queue operation with the C call's queue and dependencies and
+/// hands its event to the caller if they asked for it.
+///
+/// # Safety
+/// `queue`, the `ndeps` events at `deps` and `out_event` (when not null)
+/// must be valid as the calling function's contract says.
 unsafe fn queue_op(
     queue: *const Queue,
     deps: *const *const Event,
@@ -251,21 +257,18 @@ unsafe fn queue_op(
     f: impl FnOnce(&Queue, &[Arc<Event>]) -> Result<Arc<Event>>,
 ) -> Result<()> {
     // SAFETY: forwarded contract.
-    let q = unsafe { borrow(queue, "queue") }?;
-    // SAFETY: forwarded contract.
-    let d = unsafe { deps_from(deps, ndeps) }?;
-    let ev = f(q, &d)?;
-    // SAFETY: forwarded contract.
-    unsafe { give_event(ev, out_event) };
-    Ok(())
+    unsafe {
+        queue_op_quiet(queue, deps, ndeps, out_event, |q, d, _| {
+            f(q, d).map(Submitted::Event)
+        })
+    }
 }
 
 /// As [`queue_op`], for an operation that may go without an OpenCL event
-/// when the caller asks for none.
+/// when the caller asks for none (told by the third argument).
 ///
 /// # Safety
-/// `queue`, the `ndeps` events at `deps` and `out_event` (when not null)
-/// must be valid as the calling function's contract says.
+/// As for [`queue_op`].
 unsafe fn queue_op_quiet(
     queue: *const Queue,
     deps: *const *const Event,
@@ -277,10 +280,9 @@ unsafe fn queue_op_quiet(
     let q = unsafe { borrow(queue, "queue") }?;
     // SAFETY: forwarded contract.
     let d = unsafe { deps_from(deps, ndeps) }?;
-    if let Submitted::Event(ev) = f(q, &d, !out_event.is_null())? {
-        // SAFETY: forwarded contract.
-        unsafe { give_event(ev, out_event) };
-    }
+    let done = f(q, &d, !out_event.is_null())?;
+    // SAFETY: forwarded contract.
+    unsafe { give_submitted(done, out_event) };
     Ok(())
 }
 
