@@ -120,15 +120,14 @@ impl Stager {
         // can end, a thread held off its core holds nothing up unless it
         // holds a piece (in a build with time stamps on an H100 host, a
         // broadcast copy waited 1.2 ms for a thread that arrived after the
-        // last chunk had gone to the device). Threads asleep are
-        // woken, a system call each (see `linger_for_next`). Towards the
-        // device this thread hands the tasks out itself, which brings the
-        // threads in soonest, then copies pieces too. Towards the host it
-        // first hands the device every chunk that finds its ring space
-        // free, a driver call each, so a pool thread hands the tasks out
-        // meanwhile (on an H100 host: 47-49 GB/s at 64 MiB against 46-48
-        // with this thread doing it; towards the device the relay cost
-        // 2-3 GB/s).
+        // last chunk had gone to the device). Threads asleep are woken, a
+        // system call each (see `linger_for_next`). Towards the device this
+        // thread hands the tasks out itself, which brings the threads in
+        // soonest, then copies pieces too. Towards the host it first hands
+        // the device every chunk that finds its ring space free, a driver
+        // call each, so a pool thread hands the tasks out meanwhile (on an
+        // H100 host: 47-49 GB/s at 64 MiB against 46-48 with this thread
+        // doing it; towards the device the relay cost 2-3 GB/s).
         let pool = copiers()?;
         let helpers = pool.current_num_threads();
         // Copy threads lingering after the last copy come back.
