@@ -60,6 +60,7 @@ def plan(dev, gpu, quick):
             ("bench_chains", [dev, "1000"]),
             ("bench_independent", [dev, "400", "8", "100"]),
             ("bench_bandwidth", [dev, str(16 << 20), "4096", "1"]),
+            ("bench_staged", [dev, "4", "h2d", "5"]),
             ("bench_coherence", [dev]),
             ("bench_dag", [dev, "20000", "100", "2000"]),
             ("bench_apps", [dev, "1"]),
@@ -70,6 +71,8 @@ def plan(dev, gpu, quick):
         ("bench_chains", [dev, "10000"]),
         ("bench_independent", [dev, "10000", "16", "20000" if gpu else "2000"]),
         ("bench_bandwidth", [dev, str(1 << 30 if gpu else 256 << 20)]),
+        ("bench_staged", [dev, "64", "h2d"]),
+        ("bench_staged", [dev, "64", "d2h"]),
         ("bench_coherence", [dev]),
         ("bench_dag", [dev, "1000000", "1000", "10000"]),
         # Runs on processors move more between rounds (see the raw against
