@@ -63,8 +63,6 @@ struct Job {
 
 struct Pool {
     ready: Mutex<VecDeque<Arc<Job>>>,
-    /// Jobs in `ready`, readable without its lock.
-    queued: AtomicUsize,
     wake: Condvar,
     /// Why no worker thread could be started, if none was.
     broken: OnceLock<String>,
@@ -77,7 +75,6 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(|| {
         let pool: &'static Pool = Box::leak(Box::new(Pool {
             ready: Mutex::new(VecDeque::new()),
-            queued: AtomicUsize::new(0),
             wake: Condvar::new(),
             broken: OnceLock::new(),
         }));
@@ -106,7 +103,6 @@ fn worker(p: &'static Pool) {
             let mut lingered = false;
             loop {
                 if let Some(j) = q.pop_front() {
-                    p.queued.fetch_sub(1, Ordering::AcqRel);
                     break j;
                 }
                 if lingered {
@@ -116,7 +112,7 @@ fn worker(p: &'static Pool) {
                     // moment before sleeping.
                     lingered = true;
                     drop(q);
-                    super::linger::spin_until(|| p.queued.load(Ordering::Acquire) > 0);
+                    super::linger::spin_until(|| p.ready.try_lock().is_some_and(|q| !q.is_empty()));
                     q = p.ready.lock();
                 }
             }
@@ -146,11 +142,7 @@ fn make_ready(job: Arc<Job>) {
         finish(&job, Err(e));
         return;
     }
-    {
-        let mut q = p.ready.lock();
-        q.push_back(job);
-        p.queued.fetch_add(1, Ordering::AcqRel);
-    }
+    p.ready.lock().push_back(job);
     p.wake.notify_one();
 }
 
