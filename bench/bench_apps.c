@@ -386,11 +386,7 @@ int main(int argc, char **argv) {
   int all_ok = 1;
   if (argc > 2) scale = atoi(argv[2]);
   if (argc > 3) rounds = atoi(argv[3]);
-  if (argc > 4) aa = strcmp(argv[4], "aa") == 0 ? 1 : -1;
-  if (aa > 0) {
-    side[0] = "raw (first)";
-    side[1] = "raw (second)";
-  }
+  aa = parse_aa(argc, argv, 4, side);
   if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || scale < 1 || scale > 16 || rounds < 1 || rounds > 16 ||
       aa < 0 || argc > 5) {
     fprintf(stderr, "usage: bench_apps P.D [scale 1..16] [rounds 1..16] [aa]\n");

@@ -85,6 +85,17 @@ static inline void ratio_spread(const double *s, const double *r, int n, double 
   }
 }
 
+/* The optional `aa` argument of the application benchmarks: 1 when it is
+ * given (raw against raw, and the two sides named so), 0 when absent, -1
+ * for anything else. */
+static inline int parse_aa(int argc, char **argv, int at, const char *side[2]) {
+  if (argc <= at) return 0;
+  if (strcmp(argv[at], "aa") != 0) return -1;
+  side[0] = "raw (first)";
+  side[1] = "raw (second)";
+  return 1;
+}
+
 /* Writes the `n` paired times as "s/r" in round order, for a line under a
  * table: where single rounds moved, and on which side. */
 static inline void format_rounds(char *buf, size_t cap, const double *s, const double *r, int n) {

@@ -252,11 +252,7 @@ int main(int argc, char **argv) {
   if (argc > 3) H = W = atoi(argv[3]);
   if (argc > 4) ITERS = atoi(argv[4]);
   if (argc > 5) rounds = atoi(argv[5]);
-  if (argc > 6) aa = strcmp(argv[6], "aa") == 0 ? 1 : -1;
-  if (aa > 0) {
-    side[0] = "raw (first)";
-    side[1] = "raw (second)";
-  }
+  aa = parse_aa(argc, argv, 6, side);
   if (argc < 3 || sscanf(argv[1], "%u.%u", &pd[0][0], &pd[0][1]) != 2 ||
       sscanf(argv[2], "%u.%u", &pd[1][0], &pd[1][1]) != 2 || H < 4 * BAND || H % (2 * BAND) || ITERS < 1 || rounds < 1 || rounds > 16 ||
       aa < 0 || argc > 7) {
