@@ -13,6 +13,7 @@ pub mod order;
 pub mod pages;
 pub mod pool;
 pub mod registry;
+pub mod route;
 pub mod selector;
 pub mod slab;
 pub mod staging;

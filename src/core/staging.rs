@@ -47,20 +47,44 @@ pub const STREAM_TAIL: usize = 32 << 20;
 /// staged 1 MiB ones at 5-8 against 7-10.
 pub const MIN_BYTES: usize = 4 << 20;
 
-/// Whether copies between ordinary host memory and a device are staged,
-/// from the device's kind and the `SYRAH_STAGING` setting (`on`, `off`, or
-/// unset for the default: devices with memory of their own). An unknown
-/// setting keeps the default and is reported in the second field.
-pub fn enabled(own_memory: bool, setting: Option<&str>) -> (bool, Option<String>) {
+/// Whether copies between ordinary host memory and a device are staged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Staging {
+    /// Never: the driver copies ordinary memory as it is.
+    Off,
+    /// Staged unless the device's record shows the driver doing better
+    /// (see `core::route`): the default on devices with memory of their
+    /// own.
+    Auto,
+    /// Always staged.
+    On,
+    /// Always to the driver, timed as when `Auto` measures the driver's
+    /// path: for tests of that path.
+    Probe,
+}
+
+/// How copies between ordinary host memory and a device go, from the
+/// device's kind and the `SYRAH_STAGING` setting (`auto`, `on`, `off`,
+/// `probe`, or unset for the default: `auto` on devices with memory of
+/// their own, else `off`). An unknown setting keeps the default and is
+/// reported in the second field.
+pub fn enabled(own_memory: bool, setting: Option<&str>) -> (Staging, Option<String>) {
+    let default = if own_memory {
+        Staging::Auto
+    } else {
+        Staging::Off
+    };
     match setting {
-        None | Some("") => (own_memory, None),
-        Some("on") | Some("1") => (true, None),
-        Some("off") | Some("0") => (false, None),
+        None | Some("") => (default, None),
+        Some("auto") => (Staging::Auto, None),
+        Some("on") | Some("1") => (Staging::On, None),
+        Some("off") | Some("0") => (Staging::Off, None),
+        Some("probe") => (Staging::Probe, None),
         Some(other) => (
-            own_memory,
+            default,
             Some(format!(
-                "SYRAH_STAGING={other:?} is not one of on, off, 1, 0: using the default ({})",
-                if own_memory { "on" } else { "off" }
+                "SYRAH_STAGING={other:?} is not one of auto, on, off, 1, 0, probe: using the default ({})",
+                if own_memory { "auto" } else { "off" }
             )),
         ),
     }
@@ -84,10 +108,10 @@ pub fn copiers_for(cores: usize) -> usize {
     (cores * 3 / 4).max(1)
 }
 
-/// Whether a copy of `size` bytes is staged on a device where staging is
-/// `on`.
-pub fn worth_it(on: bool, size: usize) -> bool {
-    on && size >= MIN_BYTES
+/// Whether a copy of `size` bytes may be staged on a device whose staging
+/// is `mode`.
+pub fn worth_it(mode: Staging, size: usize) -> bool {
+    mode != Staging::Off && size >= MIN_BYTES
 }
 
 /// How a staged copy of `total` bytes is cut. Chunks follow each other
@@ -225,17 +249,25 @@ mod tests {
 
     #[test]
     fn setting_overrides_the_default_and_names_a_bad_value() {
-        assert_eq!(enabled(true, None), (true, None));
-        assert_eq!(enabled(false, None), (false, None));
-        assert_eq!(enabled(false, Some("on")), (true, None));
-        assert_eq!(enabled(true, Some("off")), (false, None));
-        assert_eq!(enabled(true, Some("0")), (false, None));
-        let (on, msg) = enabled(true, Some("fast"));
-        assert!(on);
+        assert_eq!(enabled(true, None), (Staging::Auto, None));
+        assert_eq!(enabled(false, None), (Staging::Off, None));
+        assert_eq!(enabled(false, Some("on")), (Staging::On, None));
+        assert_eq!(enabled(false, Some("1")), (Staging::On, None));
+        assert_eq!(enabled(false, Some("auto")), (Staging::Auto, None));
+        assert_eq!(enabled(false, Some("probe")), (Staging::Probe, None));
+        assert_eq!(enabled(true, Some("off")), (Staging::Off, None));
+        assert_eq!(enabled(true, Some("0")), (Staging::Off, None));
+        let (mode, msg) = enabled(true, Some("fast"));
+        assert_eq!(mode, Staging::Auto);
         assert_eq!(
             msg.as_deref(),
-            Some("SYRAH_STAGING=\"fast\" is not one of on, off, 1, 0: using the default (on)")
+            Some(
+                "SYRAH_STAGING=\"fast\" is not one of auto, on, off, 1, 0, probe: using the default (auto)"
+            )
         );
+        let (mode, msg) = enabled(false, Some("ON"));
+        assert_eq!(mode, Staging::Off);
+        assert!(msg.is_some_and(|m| m.contains("\"ON\"") && m.ends_with("(off)")));
     }
 
     #[test]
@@ -449,8 +481,10 @@ mod tests {
 
     #[test]
     fn only_large_copies_are_staged() {
-        assert!(!worth_it(true, MIN_BYTES - 1));
-        assert!(worth_it(true, MIN_BYTES));
-        assert!(!worth_it(false, 1 << 30));
+        assert!(!worth_it(Staging::On, MIN_BYTES - 1));
+        assert!(worth_it(Staging::On, MIN_BYTES));
+        assert!(worth_it(Staging::Auto, MIN_BYTES));
+        assert!(worth_it(Staging::Probe, MIN_BYTES));
+        assert!(!worth_it(Staging::Off, 1 << 30));
     }
 }

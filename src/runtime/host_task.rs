@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// A C function run as a host task: returns a status, 0 for success.
@@ -43,8 +43,9 @@ unsafe impl Send for Task {}
 // SAFETY: as above.
 unsafe impl Sync for Task {}
 
-/// Internal work run as a host job (e.g. a staged copy).
-pub(crate) type JobFn = Box<dyn FnOnce() -> Result<()> + Send>;
+/// Internal work run as a host job (e.g. a staged copy), given when the
+/// job was ready to run (`linger::now_us`).
+pub(crate) type JobFn = Box<dyn FnOnce(u64) -> Result<()> + Send>;
 
 enum Work {
     /// The user's tasks, in order.
@@ -59,6 +60,8 @@ struct Job {
     deps: Deps,
     done: Arc<Event>,
     remaining: AtomicUsize,
+    /// When its last wait ended (`linger::now_us`).
+    ready_at: AtomicU64,
 }
 
 struct Pool {
@@ -142,6 +145,8 @@ fn make_ready(job: Arc<Job>) {
         finish(&job, Err(e));
         return;
     }
+    job.ready_at
+        .store(super::linger::now_us(), Ordering::Release);
     p.ready.lock().push_back(job);
     p.wake.notify_one();
 }
@@ -188,7 +193,10 @@ fn finish(job: &Job, result: Result<()>) {
 fn run_tasks(job: &Job) -> Result<()> {
     let tasks = match &job.work {
         Work::Tasks(t) => t,
-        Work::Internal(f) => return f.lock().take().map_or(Ok(()), |f| f()),
+        Work::Internal(f) => {
+            let ready_at = job.ready_at.load(Ordering::Acquire);
+            return f.lock().take().map_or(Ok(()), |f| f(ready_at));
+        }
     };
     for (i, t) in tasks.iter().enumerate() {
         crate::capi::clear_last_error();
@@ -287,6 +295,7 @@ impl Queue {
                 accessors,
             },
             remaining: AtomicUsize::new(waits.len() + 1),
+            ready_at: AtomicU64::new(0),
             deps: waits,
             done: done.clone(),
         });

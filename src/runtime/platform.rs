@@ -48,14 +48,21 @@ pub struct Device {
     pub caps: UsmCaps,
     pub strategy: UsmStrategy,
     pub usm: UsmSupport,
-    /// Large copies with ordinary host memory go through pinned chunks.
-    pub stages: bool,
+    /// Whether large copies with ordinary host memory go through pinned
+    /// chunks.
+    pub staging: crate::core::staging::Staging,
+    /// What copies between ordinary host memory and the device achieved,
+    /// staged and not, towards the device and towards the host (see
+    /// `core::route`): a property of the device and its host, shared by
+    /// every context.
+    pub(crate) routes: parking_lot::Mutex<[crate::core::route::Chooser; 2]>,
 }
 
 // SAFETY: OpenCL platform and device ids are process-wide identifiers that
-// every OpenCL entry point accepts from any thread; the rest is plain data.
+// every OpenCL entry point accepts from any thread; the rest is plain data
+// or behind a lock.
 unsafe impl Send for Platform {}
-// SAFETY: as above; nothing is mutated after discovery.
+// SAFETY: as above; nothing is mutated after discovery but what is locked.
 unsafe impl Sync for Platform {}
 // SAFETY: see Platform.
 unsafe impl Send for Device {}
@@ -265,7 +272,7 @@ fn load_device(
     };
     let usm = usm_support(strategy, &caps);
     let unified: cl_bool = info::device_scalar_or(api, id, CL_DEVICE_HOST_UNIFIED_MEMORY, 0);
-    let (stages, bad_setting) = crate::core::staging::enabled(
+    let (staging, bad_setting) = crate::core::staging::enabled(
         kind == DeviceKind::Gpu && unified == 0,
         std::env::var("SYRAH_STAGING").ok().as_deref(),
     );
@@ -307,6 +314,7 @@ fn load_device(
         caps,
         strategy,
         usm,
-        stages,
+        staging,
+        routes: Default::default(),
     })
 }

@@ -10,7 +10,8 @@ use super::event::Event;
 use super::platform::Device;
 use super::queue::{Keep, Queue};
 use crate::core::error::{Error, Result, Status};
-use crate::core::staging::{Plan, RING};
+use crate::core::route::Route;
+use crate::core::staging::{Plan, Staging, RING};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
@@ -27,9 +28,9 @@ pub enum Way {
 
 /// Enqueues a copy of `len` bytes from the third argument to the second on
 /// the queue given, setting the event.
-type DeviceCopy<'a> = dyn Fn(cl_command_queue, *mut c_void, *const c_void, usize, &mut cl_event) -> Result<()>
-    + Sync
-    + 'a;
+type DeviceCopy = dyn Fn(cl_command_queue, *mut c_void, *const c_void, usize, &mut cl_event) -> Result<()>
+    + Send
+    + Sync;
 
 /// The stagers of a context, per device.
 pub(crate) type Stagers = Vec<(&'static Device, Arc<Mutex<Stager>>)>;
@@ -86,13 +87,13 @@ impl Stager {
         dst: usize,
         src: usize,
         size: usize,
-        device: &DeviceCopy<'_>,
+        device: Arc<DeviceCopy>,
     ) -> Result<()> {
         let api = api()?;
         // Towards the host the copy ends small (see `Plan`).
         let plan = Plan::new(size, way == Way::ToHost);
         let n = plan.chunks.len();
-        let pipe = Pipe {
+        let pipe = Arc::new(Pipe {
             way,
             dst,
             src,
@@ -114,47 +115,54 @@ impl Stager {
             ring: self.host as usize,
             queue: self.queue,
             device,
-        };
-        // One task per pool thread, taken by whichever threads are free:
-        // unlike a broadcast, which every thread must run before the copy
-        // can end, a thread held off its core holds nothing up unless it
-        // holds a piece (in a build with time stamps on an H100 host, a
-        // broadcast copy waited 1.2 ms for a thread that arrived after the
-        // last chunk had gone to the device). Threads asleep are woken, a
-        // system call each (see `linger_for_next`). Towards the device this
-        // thread hands the tasks out itself, which brings the threads in
-        // soonest, then copies pieces too. Towards the host it first hands
-        // the device every chunk that finds its ring space free, a driver
-        // call each, so a pool thread hands the tasks out meanwhile (on an
-        // H100 host: 47-49 GB/s at 64 MiB against 46-48 with this thread
-        // doing it; towards the device the relay cost 2-3 GB/s).
+            active: AtomicUsize::new(0),
+            idle: (Mutex::new(()), parking_lot::Condvar::new()),
+        });
+        // One task per pool thread, taken by whichever threads are free,
+        // and not waited for: the copy ends once its pieces are done, not
+        // once every task has run, so a thread held off its core holds
+        // nothing up unless it holds a piece (in a build with time stamps
+        // on an H100 host, a copy whose threads all had to arrive waited
+        // 1.2 ms for one that came after the last chunk had gone to the
+        // device; with every core busy with other processes, 4 MiB copies
+        // took 12 ms). A task that starts after the copy took the last
+        // piece touches nothing but the shared counters it holds a
+        // reference to. Threads asleep are woken, a system call each (see
+        // `linger_for_next`). Towards the device this thread hands the
+        // tasks out itself, which brings the threads in soonest, then
+        // copies pieces too. Towards the host it first hands the device
+        // every chunk that finds its ring space free, a driver call each,
+        // so a pool thread hands the tasks out meanwhile (on an H100 host:
+        // 47-49 GB/s at 64 MiB against 46-48 with this thread doing it;
+        // towards the device the relay cost 2-3 GB/s).
         let pool = copiers()?;
         let helpers = pool.current_num_threads();
         // Copy threads lingering after the last copy come back.
         COPIES.fetch_add(1, Ordering::AcqRel);
         ENDED_AT.store(0, Ordering::Release);
-        pool.in_place_scope(|s| {
-            let pipe = &pipe;
-            match way {
-                Way::ToDevice => {
-                    for _ in 0..helpers {
-                        s.spawn(move |_| pipe.work());
-                    }
-                }
-                Way::ToHost => {
-                    s.spawn(move |s| {
-                        for _ in 1..helpers {
-                            s.spawn(move |_| pipe.work());
-                        }
-                        pipe.work();
-                    });
-                    for k in (0..n).take_while(|&k| pipe.plan.before(k).is_empty()) {
-                        pipe.issue(k);
-                    }
+        match way {
+            Way::ToDevice => {
+                for _ in 0..helpers {
+                    let p = pipe.clone();
+                    pool.spawn(move || p.work());
                 }
             }
-            pipe.work();
-        });
+            Way::ToHost => {
+                let p = pipe.clone();
+                pool.spawn(move || {
+                    for _ in 1..helpers {
+                        let p = p.clone();
+                        pool.spawn(move || p.work());
+                    }
+                    p.work();
+                });
+                for k in (0..n).take_while(|&k| pipe.plan.before(k).is_empty()) {
+                    pipe.issue(k);
+                }
+            }
+        }
+        pipe.work();
+        pipe.settle();
         linger_for_next(pool);
         // Whatever happened, no device copy may outlive the call: the ring
         // is reused by the next copy. Asked about, as during the copy.
@@ -178,9 +186,55 @@ impl Stager {
         }
         // The copy threads linger from here (see `linger_for_next`).
         ENDED_AT.store(super::linger::now_us().max(1), Ordering::Release);
-        match pipe.error.into_inner() {
+        let error = pipe.error.lock().take();
+        match error {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// Copies `size` bytes from `src` to `dst` as the driver does without
+    /// staging, on the stager's queue, and returns once the copy has
+    /// finished: the copy is timed (see `core::route`).
+    ///
+    /// # Safety
+    /// As for [`Stager::copy`].
+    unsafe fn copy_direct(
+        &mut self,
+        dst: usize,
+        src: usize,
+        size: usize,
+        device: &DeviceCopy,
+    ) -> Result<()> {
+        let api = api()?;
+        let mut ev: cl_event = std::ptr::null_mut();
+        let sent = device(
+            self.queue,
+            dst as *mut c_void,
+            src as *const c_void,
+            size,
+            &mut ev,
+        )
+        .and_then(|()| {
+            // SAFETY: the stager's live queue.
+            check(unsafe { (api.clFlush)(self.queue) }, "clFlush")
+        });
+        if ev.is_null() {
+            return sent.and(Err(Error::new(
+                Status::Internal,
+                "a direct copy was enqueued without an event",
+            )));
+        }
+        // Asked about until it ends, as the staged chunks are: a thread
+        // asleep in the driver's wait would wake late on a busy host, and
+        // this copy is measured (see `core::route`).
+        let status = finished(ev);
+        // SAFETY: the event just made, released once.
+        unsafe { (api.clReleaseEvent)(ev) };
+        sent?;
+        match status? {
+            s if s < 0 => Err(Error::opencl(s, "a direct copy instead of a staged one")),
+            _ => Ok(()),
         }
     }
 }
@@ -265,7 +319,7 @@ fn finished(ev: cl_event) -> Result<cl_int> {
 }
 
 /// One staged copy in progress, shared by the threads doing it.
-struct Pipe<'a> {
+struct Pipe {
     way: Way,
     dst: usize,
     src: usize,
@@ -286,16 +340,23 @@ struct Pipe<'a> {
     /// The ring's host address.
     ring: usize,
     queue: cl_command_queue,
-    device: &'a DeviceCopy<'a>,
+    device: Arc<DeviceCopy>,
+    /// Threads between asking for a piece and being done with it, and
+    /// where the copy's own thread waits for there to be none.
+    active: AtomicUsize,
+    idle: (Mutex<()>, parking_lot::Condvar),
 }
 
 // SAFETY: the queue is thread-safe; each chunk's part of the pinned ring
 // is written by one thread per piece, and handed between the host and the
 // device through the chunk counters and events; the rest is atomic or
 // locked.
-unsafe impl Sync for Pipe<'_> {}
+unsafe impl Sync for Pipe {}
+// SAFETY: as above; a thread holding the pipe after the copy ended only
+// asks for a piece and finds none.
+unsafe impl Send for Pipe {}
 
-impl Pipe<'_> {
+impl Pipe {
     fn fail(&self, e: Error) {
         let mut first = self.error.lock();
         if first.is_none() {
@@ -370,61 +431,91 @@ impl Pipe<'_> {
     /// One thread's share: pieces, taken in order until none is left.
     fn work(&self) {
         while !self.failed.load(Ordering::Acquire) {
-            let p = self.next.fetch_add(1, Ordering::AcqRel);
-            if p >= self.plan.pieces() {
+            // Counted before asking, so that once the copy's own thread
+            // has seen no piece left and no thread active, none can still
+            // be copying one (see `settle`).
+            self.active.fetch_add(1, Ordering::SeqCst);
+            let p = self.next.fetch_add(1, Ordering::SeqCst);
+            let go_on = p < self.plan.pieces() && self.piece(p);
+            if self.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+                let _held = self.idle.0.lock();
+                self.idle.1.notify_all();
+            }
+            if !go_on {
                 return;
             }
-            let (k, off, len) = self.plan.piece(p);
-            let ring = self.ring + self.plan.ring_at(k) + off;
-            let at = self.plan.chunks[k].0 + off;
-            match self.way {
-                Way::ToDevice => {
-                    // The earlier chunks in this ring space must have left
-                    // it. Each is asked about: chunks are handed to the
-                    // device as they fill, not necessarily in order.
-                    if !self.plan.before(k).all(|j| self.wait(j)) {
-                        return;
-                    }
-                    let (from, to) = ((self.src + at) as *const u8, ring as *mut u8);
-                    // SAFETY: the piece lies inside the source (caller's
-                    // guarantee) and inside the ring (the plan), where no
-                    // device copy reads now; no other thread has this piece.
-                    unsafe {
-                        if self.plan.near_end(at) {
-                            crate::core::stream::copy_streaming(to, from, len)
-                        } else {
-                            std::ptr::copy_nonoverlapping(from, to, len)
-                        }
-                    };
+        }
+    }
+
+    /// Waits, on the copy's own thread, until no other thread holds a
+    /// piece or can take one: afterwards nothing touches the caller's
+    /// memory or the ring, and every chunk that was handed to the device
+    /// has its event.
+    fn settle(&self) {
+        self.next.fetch_max(self.plan.pieces(), Ordering::SeqCst);
+        if super::linger::spin_until(|| self.active.load(Ordering::SeqCst) == 0) {
+            return;
+        }
+        let mut held = self.idle.0.lock();
+        while self.active.load(Ordering::SeqCst) != 0 {
+            self.idle.1.wait(&mut held);
+        }
+    }
+
+    /// Copies piece `p` and hands its chunk on if it was the chunk's
+    /// last; false if the copy as a whole failed meanwhile.
+    fn piece(&self, p: usize) -> bool {
+        let (k, off, len) = self.plan.piece(p);
+        let ring = self.ring + self.plan.ring_at(k) + off;
+        let at = self.plan.chunks[k].0 + off;
+        match self.way {
+            Way::ToDevice => {
+                // The earlier chunks in this ring space must have left
+                // it. Each is asked about: chunks are handed to the
+                // device as they fill, not necessarily in order.
+                if !self.plan.before(k).all(|j| self.wait(j)) {
+                    return false;
                 }
-                Way::ToHost => {
-                    if !self.wait(k) {
-                        return;
+                let (from, to) = ((self.src + at) as *const u8, ring as *mut u8);
+                // SAFETY: the piece lies inside the source (caller's
+                // guarantee) and inside the ring (the plan), where no
+                // device copy reads now; no other thread has this piece.
+                unsafe {
+                    if self.plan.near_end(at) {
+                        crate::core::stream::copy_streaming(to, from, len)
+                    } else {
+                        std::ptr::copy_nonoverlapping(from, to, len)
                     }
-                    // SAFETY: as above; the chunk's device copy into the
-                    // ring has finished.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            ring as *const u8,
-                            (self.dst + at) as *mut u8,
-                            len,
-                        )
-                    };
-                }
+                };
             }
-            if self.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
-                match self.way {
-                    Way::ToDevice => self.issue(k),
-                    Way::ToHost => {
-                        for j in self.plan.reused_by(k) {
-                            if self.blocked[j].fetch_sub(1, Ordering::AcqRel) == 1 {
-                                self.issue(j);
-                            }
+            Way::ToHost => {
+                if !self.wait(k) {
+                    return false;
+                }
+                // SAFETY: as above; the chunk's device copy into the
+                // ring has finished.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        ring as *const u8,
+                        (self.dst + at) as *mut u8,
+                        len,
+                    )
+                };
+            }
+        }
+        if self.left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
+            match self.way {
+                Way::ToDevice => self.issue(k),
+                Way::ToHost => {
+                    for j in self.plan.reused_by(k) {
+                        if self.blocked[j].fetch_sub(1, Ordering::AcqRel) == 1 {
+                            self.issue(j);
                         }
                     }
                 }
             }
         }
+        true
     }
 }
 
@@ -451,6 +542,27 @@ impl Drop for Stager {
     }
 }
 
+impl Device {
+    /// How a copy of `size` bytes between ordinary host memory and this
+    /// device goes `way`.
+    fn route(&self, way: Way, size: usize) -> Route {
+        match self.staging {
+            Staging::Off => Route::Direct,
+            Staging::On => Route::Staged,
+            Staging::Probe => Route::Probe,
+            Staging::Auto => self.routes.lock()[way as usize].choose(size, super::linger::now_us()),
+        }
+    }
+
+    /// Records what a copy by `route` achieved (see `core::route`).
+    fn record_route(&self, way: Way, size: usize, route: Route, took: u64) {
+        if self.staging == Staging::Auto {
+            let now = super::linger::now_us();
+            self.routes.lock()[way as usize].record(size, route, took, now);
+        }
+    }
+}
+
 impl Context {
     /// The stager of `device`, created at first use.
     fn stager(&self, device: &'static Device) -> Result<Arc<Mutex<Stager>>> {
@@ -466,37 +578,44 @@ impl Context {
 
 impl Queue {
     /// Which way a copy of `size` bytes from `src` to `dst` is staged, if
-    /// it is: one side ordinary host memory, the other device memory of
-    /// this context, on a device that stages.
+    /// it is, and whether it is staged or timed going straight to the
+    /// driver: one side ordinary host memory, the other device memory of
+    /// this context, on a device that stages, where the device's record
+    /// does not show the driver doing better (see `core::route`).
     pub(crate) fn staged_way(
         &self,
         dst: *const c_void,
         src: *const c_void,
         size: usize,
-    ) -> Option<Way> {
+    ) -> Option<(Way, Route)> {
         use crate::core::registry::AllocKind;
-        if !crate::core::staging::worth_it(self.device.stages, size) {
+        if !crate::core::staging::worth_it(self.device.staging, size) {
             return None;
         }
         let kind = |p| self.ctx.pointer_kind(p).map(|k| k.0);
         // Pinned host memory moves at full speed as it is.
         let ordinary = |p| !self.ctx.is_pinned(p, size);
-        match (kind(dst), kind(src)) {
-            (Some(AllocKind::Device), None) if ordinary(src) => Some(Way::ToDevice),
-            (None, Some(AllocKind::Device)) if ordinary(dst) => Some(Way::ToHost),
-            _ => None,
+        let way = match (kind(dst), kind(src)) {
+            (Some(AllocKind::Device), None) if ordinary(src) => Way::ToDevice,
+            (None, Some(AllocKind::Device)) if ordinary(dst) => Way::ToHost,
+            _ => return None,
+        };
+        match self.device.route(way, size) {
+            Route::Direct => None,
+            route => Some((way, route)),
         }
     }
 
-    /// A copy between host memory and device memory through pinned chunks,
-    /// after `deps`, as a host job; `keep` lives until it is done.
+    /// A copy between host memory and device memory through pinned chunks
+    /// (or timed, straight to the driver: `how.1`), after `deps`, as a host
+    /// job; `keep` lives until it is done.
     ///
     /// # Safety
     /// Both ranges must be valid for `size` bytes until the copy completes.
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn staged_copy(
         &self,
-        way: Way,
+        (way, route): (Way, Route),
         dst: *mut c_void,
         src: *const c_void,
         size: usize,
@@ -510,19 +629,46 @@ impl Queue {
         let stager = self.ctx.stager(self.device)?;
         let (d, s) = (dst as usize, src as usize);
         let q = me.clone();
-        let job = move || -> Result<()> {
+        let job = move |ready_at: u64| -> Result<()> {
+            let began = super::linger::now_us();
             let mut st = stager.lock();
-            let device =
-                |cq: cl_command_queue,
-                 to: *mut c_void,
-                 from: *const c_void,
-                 len: usize,
-                 ev: &mut cl_event| { q.copy_cmd(cq, to, from, len, &[], ev) };
+            let on = q.clone();
+            let device: Arc<DeviceCopy> = Arc::new(
+                move |cq: cl_command_queue,
+                      to: *mut c_void,
+                      from: *const c_void,
+                      len: usize,
+                      ev: &mut cl_event| {
+                    on.copy_cmd(cq, to, from, len, &[], ev)
+                },
+            );
+            let start = super::linger::now_us();
             // SAFETY: the submitter guarantees both ranges until the job's
             // event completes, which happens after this returns.
-            unsafe { st.copy(way, d, s, size, &device) }
+            unsafe {
+                if route == Route::Probe {
+                    st.copy_direct(d, s, size, &*device)?
+                } else {
+                    st.copy(way, d, s, size, device)?
+                }
+            };
+            // A staged copy counts the wait for a host thread to take it
+            // up, a cost a direct copy does not have (see `core::route`),
+            // but not the wait for another copy through the ring.
+            let end = super::linger::now_us();
+            let mut took = end.saturating_sub(start);
+            if route == Route::Staged && ready_at != 0 {
+                took += began.saturating_sub(ready_at);
+            }
+            q.device.record_route(way, size, route, took);
+            Ok(())
         };
-        me.submit_host_job(deps, &format!("{what} (staged)"), keep, Box::new(job))
+        let how = if route == Route::Probe {
+            "direct, timed"
+        } else {
+            "staged"
+        };
+        me.submit_host_job(deps, &format!("{what} ({how})"), keep, Box::new(job))
             .map(|e| e.with_bytes(size))
     }
 }

@@ -429,11 +429,11 @@ impl Queue {
         }
         self.check_copy_operand(dst, size, "memcpy destination")?;
         self.check_copy_operand(src, size, "memcpy source")?;
-        if let Some(way) = self.staged_way(dst, src, size) {
+        if let Some(how) = self.staged_way(dst, src, size) {
             // SAFETY: forwarded from the caller.
             return unsafe {
                 self.staged_copy(
-                    way,
+                    how,
                     dst,
                     src,
                     size,
@@ -470,9 +470,9 @@ impl Queue {
         keep: super::queue::Keep,
     ) -> Result<Arc<Event>> {
         let what: Arc<str> = what.into();
-        if let Some(way) = self.staged_way(dst, src, size) {
+        if let Some(how) = self.staged_way(dst, src, size) {
             // SAFETY: forwarded from the caller.
-            return unsafe { self.staged_copy(way, dst, src, size, deps, &what, keep) };
+            return unsafe { self.staged_copy(how, dst, src, size, deps, &what, keep) };
         }
         self.submit(deps, what, keep, |q, wl, ev| {
             self.copy_cmd(q, dst, src, size, wl, ev)
