@@ -250,7 +250,8 @@ static ENDED_AT: AtomicU64 = AtomicU64::new(0);
 /// time. The pool's own threads would sleep after a few yields, and waking
 /// them costs the next copy tens of µs (on an H100 host, 4 MiB copies
 /// towards the device went from 23-24 to 29-30 GB/s). At most
-/// `DRAIN_LIMIT` beyond the linger time in all, should the device stall.
+/// `DRAIN_LIMIT` beyond the linger time in all, should the device stall,
+/// and not once the host is found crowded (see `linger::Spin`).
 fn linger_for_next(pool: &'static rayon::ThreadPool) {
     const DRAIN_LIMIT: u64 = 5_000;
     let limit = super::linger::linger().as_micros() as u64;
@@ -258,17 +259,21 @@ fn linger_for_next(pool: &'static rayon::ThreadPool) {
         return;
     }
     let seen = COPIES.load(Ordering::Acquire);
-    let from = super::linger::now_us();
-    pool.spawn_broadcast(move |_| loop {
-        if COPIES.load(Ordering::Acquire) != seen {
-            return;
+    pool.spawn_broadcast(move |_| {
+        let mut spin =
+            super::linger::Spin::new(std::time::Duration::from_micros(limit + DRAIN_LIMIT));
+        loop {
+            if COPIES.load(Ordering::Acquire) != seen {
+                return;
+            }
+            let ended = ENDED_AT.load(Ordering::Acquire);
+            if ended != 0 && super::linger::now_us() >= ended + limit {
+                return;
+            }
+            if !spin.again() {
+                return;
+            }
         }
-        let now = super::linger::now_us();
-        let ended = ENDED_AT.load(Ordering::Acquire);
-        if (ended != 0 && now >= ended + limit) || now >= from + limit + DRAIN_LIMIT {
-            return;
-        }
-        std::thread::yield_now();
     });
 }
 
