@@ -139,45 +139,63 @@ static double kernels(raw_env *e, int mode) {
   return t0;
 }
 
-/* A 16 MiB copy from pinned memory to the device, ended three ways:
- * a blocking write; a non-blocking one waited for with clWaitForEvents;
- * one whose status is asked until it is complete. Median ms of 7. */
+/* Copies from pinned memory to the device of 64 KiB, 1 MiB and 16 MiB,
+ * ended five ways: a blocking write; a non-blocking one followed by
+ * clFinish; one with an event waited for with clWaitForEvents; one with an
+ * event whose status is asked until it is complete; one without an event
+ * followed by a marker with an event, waited for with clWaitForEvents (as
+ * a queue wait after commands without events goes). Median µs of 15. */
 static void copy_waits(raw_env *e) {
-  enum { REPS = 7 };
-  const char *how[3] = {"blocking write", "clWaitForEvents", "status asked until complete"};
-  size_t bytes = (size_t)16 << 20;
+  enum { REPS = 15, MODES = 5, SIZES = 3 };
+  const char *how[MODES] = {"blocking write", "clFinish", "clWaitForEvents", "status asked until complete",
+                            "marker, clWaitForEvents"};
+  const size_t sizes[SIZES] = {(size_t)64 << 10, (size_t)1 << 20, (size_t)16 << 20};
+  const char *size_name[SIZES] = {"64 KiB", "1 MiB", "16 MiB"};
+  size_t bytes = sizes[SIZES - 1];
   cl_int err;
   cl_mem pinned = clCreateBuffer(e->ctx, CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err), dev;
-  double t[3][REPS];
+  double t[MODES][REPS];
   void *h;
-  int mode, rep;
+  int mode, rep, si;
   CL_OK(err);
   dev = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
   CL_OK(err);
   h = clEnqueueMapBuffer(e->q, pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &err);
   CL_OK(err);
   memset(h, 1, bytes);
-  for (rep = -1; rep < REPS; ++rep)
-    for (mode = 0; mode < 3; ++mode) {
-      cl_event ev;
-      cl_int st = CL_QUEUED;
-      double t0 = now_us();
-      if (mode == 0) {
-        CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_TRUE, 0, bytes, h, 0, NULL, NULL));
-      } else {
-        CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, bytes, h, 0, NULL, &ev));
-        CL_OK(clFlush(e->q));
-        if (mode == 1)
+  for (si = 0; si < SIZES; ++si) {
+    size_t n = sizes[si];
+    for (rep = -1; rep < REPS; ++rep)
+      for (mode = 0; mode < MODES; ++mode) {
+        cl_event ev;
+        cl_int st = CL_QUEUED;
+        double t0 = now_us();
+        if (mode == 0) {
+          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_TRUE, 0, n, h, 0, NULL, NULL));
+        } else if (mode == 1) {
+          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, n, h, 0, NULL, NULL));
+          CL_OK(clFinish(e->q));
+        } else if (mode == 4) {
+          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, n, h, 0, NULL, NULL));
+          CL_OK(clEnqueueMarkerWithWaitList(e->q, 0, NULL, &ev));
           CL_OK(clWaitForEvents(1, &ev));
-        else
-          while (st > CL_COMPLETE)
-            CL_OK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
-        CL_OK(clReleaseEvent(ev));
+          CL_OK(clReleaseEvent(ev));
+        } else {
+          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, n, h, 0, NULL, &ev));
+          CL_OK(clFlush(e->q));
+          if (mode == 2)
+            CL_OK(clWaitForEvents(1, &ev));
+          else
+            while (st > CL_COMPLETE)
+              CL_OK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+          CL_OK(clReleaseEvent(ev));
+        }
+        if (rep >= 0) t[mode][rep] = now_us() - t0;
       }
-      if (rep >= 0) t[mode][rep] = (now_us() - t0) / 1e3;
-    }
-  for (mode = 0; mode < 3; ++mode)
-    printf("| 16 MiB from pinned memory to the device, %s | %.3f ms |\n", how[mode], median(t[mode], REPS));
+    for (mode = 0; mode < MODES; ++mode)
+      printf("| %s from pinned memory to the device, %s | %.1f µs |\n", size_name[si], how[mode],
+             median(t[mode], REPS));
+  }
   CL_OK(clEnqueueUnmapMemObject(e->q, pinned, h, 0, NULL, NULL));
   CL_OK(clFinish(e->q));
   CL_OK(clReleaseMemObject(pinned));
