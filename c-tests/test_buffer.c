@@ -933,6 +933,74 @@ static void test_copies_without_events(const syrah_device *d) {
   copies_without_events(d, 0);
 }
 
+/* A queue wait may finish a lane of launches without events as a whole:
+ * what ran there before the wait is then finished for every later reader,
+ * on another queue or the host, and what runs there after it is still
+ * waited for. */
+static void quiet_work_around_a_queue_wait(const syrah_device *d, syrah_queue_flags flags) {
+  enum { M = 4096 };
+  env e;
+  syrah_queue *q2 = NULL;
+  syrah_buffer *a = NULL, *c = NULL;
+  syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE);
+  syrah_host_accessor *ha = NULL;
+  syrah_accessor accs[2];
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(M);
+  syrah_event *ev = NULL;
+  int *p = NULL, i, ok, zero = 0, round;
+  if (!env_open(&e, d, flags) || syrah_queue_create(e.ctx, d, 0, NULL, NULL, &q2) != SYRAH_SUCCESS) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  REQUIRE_OK(syrah_buffer_create(&bd, &a));
+  REQUIRE_OK(syrah_buffer_create(&bd, &c));
+  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  two_accessor_args(args);
+  /* Round 0: ten launches, a queue wait, then c = a + 1 on the other
+   * queue. Round 1: five more launches and c = a + 1 with no wait between.
+   * Round 2: a queue wait with nothing new to wait for, then the same. */
+  for (round = 0; round < 3; ++round) {
+    int launches = round == 0 ? 10 : round == 1 ? 5 : 0, want;
+    for (i = 0; i < launches; ++i)
+      EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    if (round != 1) EXPECT_OK(syrah_queue_wait(e.q));
+    want = round == 0 ? 11 : 16;
+    accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
+    accs[1] = acc1(c, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+    EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, &ev));
+    EXPECT_EQ(status_within_5s(ev), SYRAH_EVENT_COMPLETE);
+    syrah_event_release(ev);
+    ev = NULL;
+    EXPECT_OK(syrah_buffer_host_access(c, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == want;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == want - 1;
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+  }
+  /* a comes to the host after rounds 0 and 1 (round 2 finds it current),
+   * c after every round; nothing goes the other way. */
+  EXPECT_EQ(stats(a).device_to_host_copies, 2);
+  EXPECT_EQ(stats(a).device_to_host_bytes, 2 * M * sizeof(int));
+  EXPECT_EQ(stats(c).device_to_host_copies, 3);
+  EXPECT_EQ(stats(a).host_to_device_bytes + stats(c).host_to_device_bytes, 0);
+  EXPECT_OK(syrah_queue_wait(e.q));
+  EXPECT_OK(syrah_queue_wait(q2));
+  EXPECT_OK(syrah_buffer_release(a));
+  EXPECT_OK(syrah_buffer_release(c));
+  syrah_queue_release(q2);
+  env_close(&e);
+}
+
+static void test_quiet_work_around_a_queue_wait(const syrah_device *d) {
+  quiet_work_around_a_queue_wait(d, SYRAH_QUEUE_IN_ORDER);
+  quiet_work_around_a_queue_wait(d, 0);
+}
+
 /* On an out-of-order queue: a launch that a held host accessor gates does
  * not hold back a later one of the same queue that follows only launches
  * without events, on whatever lane each went. */
@@ -1242,6 +1310,7 @@ int main(void) {
   t_for_each_device(test_without_events);
   t_for_each_device(test_copies_without_events);
   t_for_each_device(test_gate_beside_quiet_launches);
+  t_for_each_device(test_quiet_work_around_a_queue_wait);
   t_for_each_device(test_pinned);
   test_two_devices();
   return t_finish("test_buffer");
