@@ -94,6 +94,24 @@ static syrah_buffer_stats stats(syrah_buffer *b) {
   return s;
 }
 
+/* Whether the first `n` ints of `b`, read on the host, all equal `want`. */
+static bool all_equal(syrah_buffer *b, size_t n, int want) {
+  syrah_host_accessor *ha = NULL;
+  int *p = NULL;
+  bool ok = true;
+  size_t i;
+  if (syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p) != SYRAH_SUCCESS) {
+    T_FAIL("host access: %s", syrah_last_error_message());
+    return false;
+  }
+  for (i = 0; i < n; ++i) ok = ok && p[i] == want;
+  if (syrah_host_accessor_release(ha) != SYRAH_SUCCESS) {
+    T_FAIL("host accessor release: %s", syrah_last_error_message());
+    return false;
+  }
+  return ok;
+}
+
 static void test_basics(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, seven = 7;
@@ -714,10 +732,7 @@ static void test_dependencies(const syrah_device *d) {
   EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE);
   EXPECT_OK(syrah_host_accessor_release(hb));
   EXPECT_OK(syrah_event_wait(k));
-  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-  for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 18;
-  EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_TRUE(all_equal(b, N, 18));
   syrah_event_release(k);
   syrah_event_release(k2);
 
@@ -792,18 +807,12 @@ static void test_without_events(const syrah_device *d) {
   accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   two_accessor_args(args);
   EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
-  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 201;
-  EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_TRUE(all_equal(b, M, 201));
   EXPECT_EQ(stats(a).device_to_host_bytes + stats(a).host_to_device_bytes, 0);
   EXPECT_EQ(stats(b).device_to_host_bytes, M * sizeof(int));
   /* A host accessor after more of them: one copy home. */
   for (i = 0; i < 100; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
-  EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 300;
-  EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_TRUE(all_equal(a, M, 300));
   EXPECT_EQ(stats(a).device_to_host_bytes, M * sizeof(int));
   EXPECT_EQ(stats(a).device_to_host_copies, 1);
   /* A host task on another queue after more of them. */
@@ -839,14 +848,8 @@ static void test_without_events(const syrah_device *d) {
     EXPECT_EQ(status_within_5s(cev), SYRAH_EVENT_COMPLETE);
     EXPECT_OK(syrah_host_accessor_release(ha));
     syrah_event_release(cev);
-    EXPECT_OK(syrah_buffer_host_access(f, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 207;
-    EXPECT_TRUE(ok);
-    EXPECT_OK(syrah_host_accessor_release(ha));
-    EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 311;
-    EXPECT_TRUE(ok);
-    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_TRUE(all_equal(f, M, 207));
+    EXPECT_TRUE(all_equal(a, M, 311));
     EXPECT_OK(syrah_buffer_release(f));
   }
   /* A failure before them: the queue's wait reports it once. */
@@ -874,11 +877,10 @@ static void copies_without_events(const syrah_device *d, syrah_queue_flags flags
   syrah_queue *q2 = NULL;
   syrah_buffer *a = NULL, *b = NULL, *c = NULL;
   syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE);
-  syrah_host_accessor *ha = NULL;
   syrah_accessor accs[2], wa, wb;
   syrah_kernel_arg args[2];
   syrah_range r = syrah_range_1d(M);
-  int *p = NULL, i, ok, zero = 0;
+  int i, zero = 0;
   if (!env_open(&e, d, flags) || syrah_queue_create(e.ctx, d, 0, NULL, NULL, &q2) != SYRAH_SUCCESS) {
     T_FAIL("setup: %s", syrah_last_error_message());
     env_close(&e);
@@ -904,18 +906,12 @@ static void copies_without_events(const syrah_device *d, syrah_queue_flags flags
   accs[1] = acc1(c, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   two_accessor_args(args);
   EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
-  EXPECT_OK(syrah_buffer_host_access(c, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 101;
-  EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_TRUE(all_equal(c, M, 101));
   /* The host reads a right after a last copy into it. */
   wb = acc1(b, SYRAH_ACCESS_READ, 0, 0);
   wa = acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_copy_accessor(e.q, &wb, &wa, NULL, 0, NULL));
-  EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 100;
-  EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_TRUE(all_equal(a, M, 100));
   EXPECT_EQ(stats(a).device_to_host_bytes, M * sizeof(int));
   EXPECT_EQ(stats(a).device_to_host_copies, 1);
   EXPECT_EQ(stats(a).host_to_device_bytes, 0);
@@ -943,12 +939,11 @@ static void quiet_work_around_a_queue_wait(const syrah_device *d, syrah_queue_fl
   syrah_queue *q2 = NULL;
   syrah_buffer *a = NULL, *c = NULL;
   syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE);
-  syrah_host_accessor *ha = NULL;
   syrah_accessor accs[2];
   syrah_kernel_arg args[2];
   syrah_range r = syrah_range_1d(M);
   syrah_event *ev = NULL;
-  int *p = NULL, i, ok, zero = 0, round;
+  int i, zero = 0, round;
   if (!env_open(&e, d, flags) || syrah_queue_create(e.ctx, d, 0, NULL, NULL, &q2) != SYRAH_SUCCESS) {
     T_FAIL("setup: %s", syrah_last_error_message());
     env_close(&e);
@@ -973,14 +968,8 @@ static void quiet_work_around_a_queue_wait(const syrah_device *d, syrah_queue_fl
     EXPECT_EQ(status_within_5s(ev), SYRAH_EVENT_COMPLETE);
     syrah_event_release(ev);
     ev = NULL;
-    EXPECT_OK(syrah_buffer_host_access(c, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == want;
-    EXPECT_TRUE(ok);
-    EXPECT_OK(syrah_host_accessor_release(ha));
-    EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-    for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == want - 1;
-    EXPECT_TRUE(ok);
-    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_TRUE(all_equal(c, M, want));
+    EXPECT_TRUE(all_equal(a, M, want - 1));
   }
   /* a comes to the host after rounds 0 and 1 (round 2 finds it current),
    * c after every round; nothing goes the other way. */
@@ -1009,12 +998,12 @@ static void test_gate_beside_quiet_launches(const syrah_device *d) {
   env e;
   syrah_buffer *a = NULL, *b = NULL, *f = NULL;
   syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE);
-  syrah_host_accessor *ha = NULL, *hb = NULL;
+  syrah_host_accessor *hb = NULL;
   syrah_accessor accs[2];
   syrah_kernel_arg args[2];
   syrah_range r = syrah_range_1d(M);
   syrah_event *cev = NULL;
-  int *p = NULL, *pb = NULL, i, ok, zero = 0;
+  int *pb = NULL, i, ok, zero = 0;
   if (!env_open(&e, d, 0)) {
     T_FAIL("setup: %s", syrah_last_error_message());
     env_close(&e);
@@ -1041,14 +1030,8 @@ static void test_gate_beside_quiet_launches(const syrah_device *d) {
   for (i = 0, ok = 1; i < M; ++i) ok &= pb[i] == 0;
   EXPECT_TRUE(ok);
   EXPECT_OK(syrah_host_accessor_release(hb));
-  EXPECT_OK(syrah_buffer_host_access(f, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 6;
-  EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_host_accessor_release(ha));
-  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-  for (i = 0, ok = 1; i < M; ++i) ok &= p[i] == 6;
-  EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_TRUE(all_equal(f, M, 6));
+  EXPECT_TRUE(all_equal(b, M, 6));
   EXPECT_OK(syrah_queue_wait(e.q));
   EXPECT_OK(syrah_buffer_release(a));
   EXPECT_OK(syrah_buffer_release(b));
