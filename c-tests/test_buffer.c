@@ -992,11 +992,12 @@ static void test_quiet_work_around_a_queue_wait(const syrah_device *d) {
 
 /* On an out-of-order queue: a launch that a held host accessor gates does
  * not hold back a later one of the same queue that follows only launches
- * without events, on whatever lane each went. */
+ * without events, on whatever lane each went, even when that later one
+ * goes without an event itself (it must then not join the gated lane). */
 static void test_gate_beside_quiet_launches(const syrah_device *d) {
   enum { M = 4096 };
   env e;
-  syrah_buffer *a = NULL, *b = NULL, *f = NULL;
+  syrah_buffer *a = NULL, *b = NULL, *f = NULL, *g = NULL;
   syrah_buffer_desc bd = t_desc1(M, NULL, SYRAH_HOST_NONE);
   syrah_host_accessor *hb = NULL;
   syrah_accessor accs[2];
@@ -1012,6 +1013,7 @@ static void test_gate_beside_quiet_launches(const syrah_device *d) {
   REQUIRE_OK(syrah_buffer_create(&bd, &a));
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   REQUIRE_OK(syrah_buffer_create(&bd, &f));
+  REQUIRE_OK(syrah_buffer_create(&bd, &g));
   EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
   EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
   for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
@@ -1022,8 +1024,13 @@ static void test_gate_beside_quiet_launches(const syrah_device *d) {
   accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
   accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
-  /* f = a + 1 needs only the launches on a. */
+  /* f = a + 1 needs only the launches on a, and goes without an event: it
+   * must not join b's lane, behind the gate. g = f + 1, with an event,
+   * shows that f finished. */
   accs[1] = acc1(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
+  accs[0] = acc1(f, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = acc1(g, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, &cev));
   EXPECT_EQ(status_within_5s(cev), SYRAH_EVENT_COMPLETE);
   syrah_event_release(cev);
@@ -1031,11 +1038,13 @@ static void test_gate_beside_quiet_launches(const syrah_device *d) {
   EXPECT_TRUE(ok);
   EXPECT_OK(syrah_host_accessor_release(hb));
   EXPECT_TRUE(all_equal(f, M, 6));
+  EXPECT_TRUE(all_equal(g, M, 7));
   EXPECT_TRUE(all_equal(b, M, 6));
   EXPECT_OK(syrah_queue_wait(e.q));
   EXPECT_OK(syrah_buffer_release(a));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_OK(syrah_buffer_release(f));
+  EXPECT_OK(syrah_buffer_release(g));
   env_close(&e);
 }
 
