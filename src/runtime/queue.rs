@@ -185,7 +185,8 @@ impl Lane {
     /// Commands that went on the lane without events after its tail and
     /// are not known to have finished.
     fn quiet_run(&self) -> u64 {
-        self.seq - self.tail_seq.max(self.done_through).min(self.seq)
+        self.seq
+            .saturating_sub(self.tail_seq.max(self.done_through))
     }
 
     /// Whether there are any.
