@@ -4,14 +4,23 @@
  * copy these through pinned chunks; SYRAH_STAGING=on does so on every
  * device, and SYRAH_STAGING=probe sends them to the driver from a runtime
  * thread that times each (CTest runs this test all three ways). Sizes are not multiples of the
- * chunk, so the last chunk is partial. */
+ * chunk, so the last chunk is partial. Forced either way, the test also
+ * writes a trace and checks that each large copy took the route asked for
+ * and carries its bytes there. */
+#define _POSIX_C_SOURCE 200112L
 #include "testing.h"
 
 #include <stdint.h>
+#include <unistd.h>
 
 static const char *kSource = "__kernel void add(__global uint *p, int v) { p[get_global_id(0)] += (uint)v; }\n";
 
 static int forced;
+/* How the trace names the forced route and the other, and how many large
+ * copies ran (each a host job on the trace). */
+static const char *route = NULL, *other = NULL;
+static unsigned long long ran = 0;
+static char kTrace[64];
 
 /* 78 MiB and 12 bytes: more than the 64 MiB ring, so later chunks reuse its
  * space: the first of them that of the five small chunks a copy starts
@@ -76,6 +85,7 @@ static void test_usm(const syrah_device *d, syrah_context *ctx, syrah_kernel *k,
     t_skip("host memory untouched behind a failed dependency",
            "without SYRAH_STAGING=on or probe the copy may be the driver's, which may run it");
   }
+  ran += 2; /* there and back; the one behind the failed dependency never ran */
   syrah_event_release(ev);
   syrah_event_release(user);
   syrah_queue_wait(q);
@@ -111,7 +121,31 @@ static void test_buffer(const syrah_device *d, syrah_context *ctx, syrah_kernel 
   EXPECT_OK(syrah_queue_wait(q));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_EQ(first_wrong(host, WORDS, 5, 7), (size_t)WORDS);
+  ran += 3; /* to the device, home for the accessor, home at release */
   syrah_queue_release(q);
+}
+
+/* Every large copy is on the trace by the route forced, with its bytes;
+ * none by the other. */
+static void check_routes(void) {
+  size_t len = 0;
+  char *text = t_slurp(kTrace, &len), *line;
+  char bytes[64], mine[64], theirs[64];
+  unsigned long long by_route = 0, by_other = 0;
+  EXPECT_TRUE(text != NULL);
+  if (!text) return;
+  snprintf(bytes, sizeof bytes, "\"bytes\":%llu", (unsigned long long)WORDS * 4);
+  snprintf(mine, sizeof mine, " bytes (%s)\"", route);
+  snprintf(theirs, sizeof theirs, " bytes (%s)\"", other);
+  for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (!strstr(line, "\"cat\":\"copy\"")) continue;
+    if (strstr(line, mine) && strstr(line, bytes)) ++by_route;
+    if (strstr(line, theirs)) ++by_other;
+  }
+  EXPECT_EQ(by_route, ran);
+  EXPECT_EQ(by_other, 0);
+  printf("trace: %llu large copies (%s) with their bytes, %llu (%s)\n", by_route, route, by_other, other);
+  free(text);
 }
 
 static void run(const syrah_device *d) {
@@ -142,6 +176,17 @@ int main(void) {
    * dependency. */
   forced = s && (strcmp(s, "on") == 0 || strcmp(s, "1") == 0 || strcmp(s, "probe") == 0);
   printf("staging: %s\n", s && *s ? s : "default (devices with memory of their own)");
+  if (forced) {
+    int probe = strcmp(s, "probe") == 0;
+    route = probe ? "direct, timed" : "staged";
+    other = probe ? "staged" : "direct, timed";
+    snprintf(kTrace, sizeof kTrace, "syrah_test_staging_%ld.json", (long)getpid());
+    setenv("SYRAH_TRACE", kTrace, 1);
+  }
   t_for_each_device(run);
+  if (forced) {
+    check_routes();
+    if (t_failures == 0) remove(kTrace);
+  }
   return t_finish("test_staging");
 }

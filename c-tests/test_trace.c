@@ -85,25 +85,6 @@ static void workload(const syrah_device *d) {
   syrah_queue_release(q);
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *buf;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  buf = (char *)malloc((size_t)n + 1);
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  if (buf) buf[n] = '\0';
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
-}
-
 /* The unsigned number after "key": in a record; `ok` cleared if absent. */
 static unsigned long long num(const char *line, const char *key, int *ok) {
   char pat[64];
@@ -140,7 +121,7 @@ typedef struct {
 
 static void check_trace(void) {
   size_t len = 0, nspans = 0, i, j;
-  char *text = slurp(kTrace, &len), *line;
+  char *text = t_slurp(kTrace, &len), *line;
   int kernels_set = 0, kernels_add = 0, tasks = 0, ok = 1, overlaps = 0, records = 0;
   unsigned long long copy_bytes = 0, copy_spans = 0, fill_bytes = 0;
   static span spans[4096];
@@ -203,7 +184,7 @@ typedef struct {
 
 static void check_dag(void) {
   size_t len = 0, nn = 0, i;
-  char *text = slurp(kDag, &len), *line;
+  char *text = t_slurp(kDag, &len), *line;
   static node nodes[4096];
   int task_to_add = 0, into_task = 0, task_nodes = 0;
   EXPECT_TRUE(text != NULL);

@@ -156,6 +156,26 @@ static inline syrah_status t_launch_rw(syrah_queue *q, syrah_kernel *k, syrah_bu
   return syrah_queue_submit_kernel(q, k, &r, &a, 1, args, 2, NULL, 0, ev);
 }
 
+/* The whole of a file, NUL-terminated (its length in `*len`), or NULL. */
+static inline char *t_slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *buf;
+  long n;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  buf = n < 0 ? NULL : (char *)malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  if (buf) buf[n] = '\0';
+  fclose(f);
+  *len = buf ? (size_t)n : 0;
+  return buf;
+}
+
 /* Prints the closing line and gives the exit status. */
 static inline int t_finish(const char *name) {
   printf("%s: %d checks, %d passed, %d failed, %d skipped\n", name, t_checks,

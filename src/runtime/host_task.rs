@@ -253,6 +253,7 @@ impl Queue {
         self: &Arc<Self>,
         deps: &[Arc<Event>],
         what: &str,
+        bytes: usize,
         keep: super::queue::Keep,
         work: JobFn,
     ) -> Result<Arc<Event>> {
@@ -260,7 +261,8 @@ impl Queue {
         if self.in_order {
             waits.extend(self.tails()?);
         }
-        let done = Event::create_user_named(&self.ctx, what)?;
+        // Set before the job can run, so that its trace record has them.
+        let done = Event::create_user_named(&self.ctx, what)?.with_bytes(bytes);
         self.start_job(
             waits,
             done,

@@ -673,7 +673,6 @@ impl Queue {
         } else {
             "staged"
         };
-        me.submit_host_job(deps, &format!("{what} ({how})"), keep, Box::new(job))
-            .map(|e| e.with_bytes(size))
+        me.submit_host_job(deps, &format!("{what} ({how})"), size, keep, Box::new(job))
     }
 }

@@ -240,6 +240,7 @@ impl Tracer {
         let Some(st) = &self.trace else { return };
         let end = self.now_ns();
         let tid = WORKER.with(|w| *w);
+        let bytes = ev.bytes.load(Ordering::Acquire);
         let mut st = st.lock();
         Self::name(&mut st, HOST_PID, None, || "host tasks".into());
         Self::name(&mut st, HOST_PID, Some(tid), || format!("worker {tid}"));
@@ -251,7 +252,8 @@ impl Tracer {
             tid,
             start_ns,
             dur_ns: end.saturating_sub(start_ns),
-            bytes: None,
+            // Host jobs that copy (staged copies) carry their bytes.
+            bytes: (bytes > 0).then_some(bytes),
             failed,
         };
         st.sink.push(&text::span_json(&span));
