@@ -19,6 +19,7 @@ COLOURS = {
     "copy": "#e8943a",
     "fill": "#9b59b6",
     "host task": "#2e9e5b",
+    "staging": "#c0392b",
     "other": "#999999",
 }
 

@@ -6,7 +6,9 @@
  * thread that times each (CTest runs this test all three ways). Sizes are not multiples of the
  * chunk, so the last chunk is partial. Forced either way, the test also
  * writes a trace and checks that each large copy took the route asked for
- * and carries its bytes there. */
+ * and carries its bytes there, and that the device's own copies for them
+ * (chunks, or one direct copy each) are on the device's staging timeline
+ * and add up to the same bytes. */
 #define _POSIX_C_SOURCE 200112L
 #include "testing.h"
 
@@ -125,26 +127,48 @@ static void test_buffer(const syrah_device *d, syrah_context *ctx, syrah_kernel 
   syrah_queue_release(q);
 }
 
+/* The unsigned number after "bytes": in a trace record, 0 if none. */
+static unsigned long long bytes_of(const char *line) {
+  const char *at = strstr(line, "\"bytes\":");
+  return at ? strtoull(at + 8, NULL, 10) : 0;
+}
+
 /* Every large copy is on the trace by the route forced, with its bytes;
- * none by the other. */
+ * none by the other. The device copies that made them are there too. */
 static void check_routes(void) {
   size_t len = 0;
   char *text = t_slurp(kTrace, &len), *line;
   char bytes[64], mine[64], theirs[64];
-  unsigned long long by_route = 0, by_other = 0;
+  unsigned long long by_route = 0, by_other = 0, chunks = 0, directs = 0, device_bytes = 0;
   EXPECT_TRUE(text != NULL);
   if (!text) return;
   snprintf(bytes, sizeof bytes, "\"bytes\":%llu", (unsigned long long)WORDS * 4);
   snprintf(mine, sizeof mine, " bytes (%s)\"", route);
   snprintf(theirs, sizeof theirs, " bytes (%s)\"", other);
   for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strstr(line, "\"cat\":\"staging\"")) {
+      chunks += strstr(line, "\"name\":\"chunk copy\"") != NULL;
+      directs += strstr(line, "\"name\":\"direct copy\"") != NULL;
+      device_bytes += bytes_of(line);
+    }
     if (!strstr(line, "\"cat\":\"copy\"")) continue;
     if (strstr(line, mine) && strstr(line, bytes)) ++by_route;
     if (strstr(line, theirs)) ++by_other;
   }
   EXPECT_EQ(by_route, ran);
   EXPECT_EQ(by_other, 0);
-  printf("trace: %llu large copies (%s) with their bytes, %llu (%s)\n", by_route, route, by_other, other);
+  EXPECT_EQ(device_bytes, ran * (unsigned long long)WORDS * 4);
+  if (strcmp(route, "staged") == 0) {
+    /* More than one chunk each: the copies are larger than a chunk. */
+    EXPECT_TRUE(chunks > ran);
+    EXPECT_EQ(directs, 0);
+  } else {
+    EXPECT_EQ(directs, ran);
+    EXPECT_EQ(chunks, 0);
+  }
+  printf("trace: %llu large copies (%s) with their bytes, %llu (%s); on the staging timelines %llu chunk copies "
+         "and %llu direct copies of %llu bytes\n",
+         by_route, route, by_other, other, chunks, directs, device_bytes);
   free(text);
 }
 

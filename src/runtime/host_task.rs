@@ -44,8 +44,8 @@ unsafe impl Send for Task {}
 unsafe impl Sync for Task {}
 
 /// Internal work run as a host job (e.g. a staged copy), given when the
-/// job was ready to run (`linger::now_us`).
-pub(crate) type JobFn = Box<dyn FnOnce(u64) -> Result<()> + Send>;
+/// job was ready to run (`linger::now_us`) and the job's own event.
+pub(crate) type JobFn = Box<dyn FnOnce(u64, &Event) -> Result<()> + Send>;
 
 enum Work {
     /// The user's tasks, in order.
@@ -195,7 +195,7 @@ fn run_tasks(job: &Job) -> Result<()> {
         Work::Tasks(t) => t,
         Work::Internal(f) => {
             let ready_at = job.ready_at.load(Ordering::Acquire);
-            return f.lock().take().map_or(Ok(()), |f| f(ready_at));
+            return f.lock().take().map_or(Ok(()), |f| f(ready_at, &job.done));
         }
     };
     for (i, t) in tasks.iter().enumerate() {

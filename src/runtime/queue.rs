@@ -1131,7 +1131,7 @@ impl Queue {
     }
 }
 
-fn next_lane_id() -> u64 {
+pub(crate) fn next_lane_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

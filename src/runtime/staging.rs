@@ -40,6 +40,9 @@ pub struct Stager {
     queue: cl_command_queue,
     ring: cl_mem,
     host: *mut u8,
+    device: &'static Device,
+    /// The queue's timeline in a trace (see `trace::Tracer::staging_done`).
+    lane: u64,
 }
 
 // SAFETY: OpenCL objects are thread-safe; the pinned host memory is only
@@ -47,11 +50,17 @@ pub struct Stager {
 unsafe impl Send for Stager {}
 
 impl Stager {
-    fn create(ctx: &Context, device: &Device) -> Result<Stager> {
+    fn create(ctx: &Context, device: &'static Device) -> Result<Stager> {
         let api = api()?;
         let mut err = CL_SUCCESS;
+        // With a trace, the device's copies are on it too.
+        let props = if super::trace::timing() && device.profiling {
+            CL_QUEUE_PROFILING_ENABLE
+        } else {
+            0
+        };
         // SAFETY: live context and one of its devices; an in-order queue.
-        let queue = unsafe { (api.clCreateCommandQueue)(ctx.cl, device.id, 0, &mut err) };
+        let queue = unsafe { (api.clCreateCommandQueue)(ctx.cl, device.id, props, &mut err) };
         if queue.is_null() || err != CL_SUCCESS {
             return Err(Error::opencl(err, "clCreateCommandQueue for staging"));
         }
@@ -60,6 +69,8 @@ impl Stager {
                 queue,
                 ring,
                 host: host.cast(),
+                device,
+                lane: super::queue::next_lane_id(),
             }),
             Err(e) => {
                 // SAFETY: the queue made above, released once.
@@ -75,7 +86,8 @@ impl Stager {
     /// order (see [`Plan`]); the thread that completes a chunk hands it to
     /// the device (towards the device) or lets the device reuse its ring
     /// space (towards the host). Returns once every device copy has
-    /// finished.
+    /// finished. With a trace, each device copy is recorded as part of the
+    /// command `of`.
     ///
     /// # Safety
     /// The host side must be valid for `size` bytes and not change while
@@ -88,6 +100,7 @@ impl Stager {
         src: usize,
         size: usize,
         device: Arc<DeviceCopy>,
+        of: u64,
     ) -> Result<()> {
         let api = api()?;
         // Towards the host the copy ends small (see `Plan`).
@@ -109,6 +122,7 @@ impl Stager {
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
             done: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            issued_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
             asking: (0..n).map(|_| AtomicBool::new(false)).collect(),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -176,6 +190,18 @@ impl Stager {
             } else {
                 finished(ev)
             };
+            if let Some(t) = super::trace::tracer() {
+                t.staging_done(
+                    ev,
+                    pipe.issued_ns[k].load(Ordering::Relaxed),
+                    self.device,
+                    self.lane,
+                    of,
+                    "chunk copy",
+                    pipe.plan.chunks[k].1,
+                    !matches!(status, Ok(CL_COMPLETE)),
+                );
+            }
             // SAFETY: releasing the copy's own reference once.
             unsafe { (api.clReleaseEvent)(ev) };
             match status {
@@ -205,8 +231,10 @@ impl Stager {
         src: usize,
         size: usize,
         device: &DeviceCopy,
+        of: u64,
     ) -> Result<()> {
         let api = api()?;
+        let issued_ns = super::trace::tracer().map_or(0, |t| t.now_ns());
         let mut ev: cl_event = std::ptr::null_mut();
         let sent = device(
             self.queue,
@@ -229,6 +257,18 @@ impl Stager {
         // asleep in the driver's wait would wake late on a busy host, and
         // this copy is measured (see `core::route`).
         let status = finished(ev);
+        if let Some(t) = super::trace::tracer() {
+            t.staging_done(
+                ev,
+                issued_ns,
+                self.device,
+                self.lane,
+                of,
+                "direct copy",
+                size,
+                !matches!(status, Ok(CL_COMPLETE)),
+            );
+        }
         // SAFETY: the event just made, released once.
         unsafe { (api.clReleaseEvent)(ev) };
         sent?;
@@ -339,6 +379,8 @@ struct Pipe {
     blocked: Vec<AtomicUsize>,
     events: Vec<AtomicPtr<_cl_event>>,
     done: Vec<AtomicBool>,
+    /// Per chunk, when its device copy was enqueued, for a trace.
+    issued_ns: Vec<AtomicU64>,
     asking: Vec<AtomicBool>,
     failed: AtomicBool,
     error: Mutex<Option<Error>>,
@@ -374,6 +416,9 @@ impl Pipe {
     /// ring space, just filled; towards the host: into its ring space,
     /// free).
     fn issue(&self, k: usize) {
+        if let Some(t) = super::trace::tracer() {
+            self.issued_ns[k].store(t.now_ns(), Ordering::Relaxed);
+        }
         let (off, len) = self.plan.chunks[k];
         let host = (self.ring + self.plan.ring_at(k)) as *mut u8;
         let mut ev: cl_event = std::ptr::null_mut();
@@ -634,7 +679,7 @@ impl Queue {
         let stager = self.ctx.stager(self.device)?;
         let (d, s) = (dst as usize, src as usize);
         let q = me.clone();
-        let job = move |ready_at: u64| -> Result<()> {
+        let job = move |ready_at: u64, done: &Event| -> Result<()> {
             let began = super::linger::now_us();
             let mut st = stager.lock();
             let on = q.clone();
@@ -652,9 +697,9 @@ impl Queue {
             // event completes, which happens after this returns.
             unsafe {
                 if route == Route::Probe {
-                    st.copy_direct(d, s, size, &*device)?
+                    st.copy_direct(d, s, size, &*device, done.id)?
                 } else {
-                    st.copy(way, d, s, size, device)?
+                    st.copy(way, d, s, size, device, done.id)?
                 }
             };
             // A staged copy counts the wait for a host thread to take it

@@ -158,6 +158,19 @@ pub fn timing() -> bool {
     tracer().is_some_and(|t| t.trace.is_some())
 }
 
+/// A finished command of a device, as the trace records it.
+struct DeviceCommand<'a> {
+    cl: cl_event,
+    /// When it was enqueued ([`Tracer::now_ns`]).
+    submitted: u64,
+    tid: u64,
+    id: u64,
+    what: &'a str,
+    category: &'static str,
+    bytes: u64,
+    failed: bool,
+}
+
 /// Timeline process of a device, and of host tasks.
 fn device_pid(d: &Device) -> u64 {
     (d.platform_index as u64 + 1) * 1000 + d.index as u64
@@ -190,9 +203,65 @@ impl Tracer {
 
     /// Records a command of `device` that has finished.
     pub fn command_done(&self, ev: &Event, device: &'static Device) {
+        let lane = ev.lane.load(Ordering::Acquire);
+        self.device_command(
+            &DeviceCommand {
+                cl: ev.cl,
+                submitted: ev.submit_ns.load(Ordering::Acquire),
+                tid: lane,
+                id: ev.id,
+                what: &ev.what,
+                category: text::category(&ev.what),
+                bytes: ev.bytes.load(Ordering::Acquire),
+                failed: !ev.is_settled_ok(),
+            },
+            device,
+            || format!("lane {lane}"),
+        );
+    }
+
+    /// Records a device copy that a staged copy (or a timed direct one),
+    /// the command `of`, made on the device's staging queue `tid`: it was
+    /// enqueued at `submitted` ([`Tracer::now_ns`]) and has finished.
+    #[allow(clippy::too_many_arguments)]
+    pub fn staging_done(
+        &self,
+        cl: cl_event,
+        submitted: u64,
+        device: &'static Device,
+        tid: u64,
+        of: u64,
+        what: &str,
+        bytes: usize,
+        failed: bool,
+    ) {
+        self.device_command(
+            &DeviceCommand {
+                cl,
+                submitted,
+                tid,
+                id: of,
+                what,
+                category: "staging",
+                bytes: bytes as u64,
+                failed,
+            },
+            device,
+            || "staging".to_string(),
+        );
+    }
+
+    /// Records a finished command on `device`'s timeline, placed by its
+    /// profiling timestamps.
+    fn device_command(
+        &self,
+        c: &DeviceCommand<'_>,
+        device: &'static Device,
+        tid_name: impl FnOnce() -> String,
+    ) {
         let Some(st) = &self.trace else { return };
         let Ok(api) = api() else { return };
-        let ts = |p| crate::opencl::info::profiling(api, ev.cl, p).ok();
+        let ts = |p| crate::opencl::info::profiling(api, c.cl, p).ok();
         let times = match (
             ts(CL_PROFILING_COMMAND_QUEUED),
             ts(CL_PROFILING_COMMAND_START),
@@ -201,9 +270,6 @@ impl Tracer {
             (Some(q), Some(s), Some(e)) => Some((q, s, e)),
             _ => None,
         };
-        let submitted = ev.submit_ns.load(Ordering::Acquire);
-        let failed = !ev.is_settled_ok();
-        let lane = ev.lane.load(Ordering::Acquire);
         let pid = device_pid(device);
         let mut st = st.lock();
         let (start_ns, dur_ns) = match times {
@@ -211,26 +277,25 @@ impl Tracer {
                 let off = *st
                     .offsets
                     .entry(device_key(device))
-                    .or_insert(submitted as i128 - q as i128);
+                    .or_insert(c.submitted as i128 - q as i128);
                 let start = (s as i128 + off).max(0) as u64;
                 (start, e.saturating_sub(s))
             }
             // Failed commands have no timestamps: a mark where submitted.
-            None => (submitted, 0),
+            None => (c.submitted, 0),
         };
         Self::name(&mut st, pid, None, || format!("device {}", device.label()));
-        Self::name(&mut st, pid, Some(lane), || format!("lane {lane}"));
-        let bytes = ev.bytes.load(Ordering::Acquire);
+        Self::name(&mut st, pid, Some(c.tid), tid_name);
         let span = Span {
-            id: ev.id,
-            name: ev.what.to_string(),
-            category: text::category(&ev.what),
+            id: c.id,
+            name: c.what.to_string(),
+            category: c.category,
             pid,
-            tid: lane,
+            tid: c.tid,
             start_ns,
             dur_ns,
-            bytes: (bytes > 0).then_some(bytes),
-            failed,
+            bytes: (c.bytes > 0).then_some(c.bytes),
+            failed: c.failed,
         };
         st.sink.push(&text::span_json(&span));
     }
