@@ -124,6 +124,17 @@ mod tests {
 
     const MIB: usize = 1 << 20;
 
+    /// A chooser that has seen, for copies of `size`, two staged copies
+    /// (the first cold) and one timed direct copy, each `(took, ended)`.
+    fn learned(size: usize, staged: [(u64, u64); 2], direct: (u64, u64)) -> Chooser {
+        let mut c = Chooser::default();
+        for (took, at) in staged {
+            c.record(size, Route::Staged, took, at);
+        }
+        c.record(size, Route::Probe, direct.0, direct.1);
+        c
+    }
+
     #[test]
     fn classes_double_from_four_mebibytes() {
         assert_eq!(class_of(4 * MIB), 0);
@@ -166,11 +177,8 @@ mod tests {
 
     #[test]
     fn the_faster_route_wins_and_staging_is_retried_after_a_pause() {
-        let mut c = Chooser::default();
         // A busy host: every staged copy waits for the scheduler.
-        c.record(4 * MIB, Route::Staged, 12_000, 12_000);
-        c.record(4 * MIB, Route::Staged, 16_000, 28_000);
-        c.record(4 * MIB, Route::Probe, 400, 28_500);
+        let mut c = learned(4 * MIB, [(12_000, 12_000), (16_000, 28_000)], (400, 28_500));
         // Until 20 times the last staged attempt (16 ms) has passed since it
         // ended, the driver's path is taken.
         assert_eq!(c.choose(4 * MIB, 28_600), Route::Direct);
@@ -186,10 +194,7 @@ mod tests {
 
     #[test]
     fn a_slow_retry_waits_as_long_as_it_took_times_the_factor() {
-        let mut c = Chooser::default();
-        c.record(8 * MIB, Route::Staged, 4_000, 2_000);
-        c.record(8 * MIB, Route::Staged, 4_000, 4_000);
-        c.record(8 * MIB, Route::Probe, 800, 5_000);
+        let mut c = learned(8 * MIB, [(4_000, 2_000), (4_000, 4_000)], (800, 5_000));
         assert_eq!(c.choose(8 * MIB, 83_999), Route::Direct);
         assert_eq!(c.choose(8 * MIB, 84_000), Route::Staged);
         // That retry is twice as fast, still slower than the driver: the
@@ -201,13 +206,10 @@ mod tests {
 
     #[test]
     fn a_zero_duration_counts_as_one_microsecond() {
-        let mut c = Chooser::default();
-        c.record(4 * MIB, Route::Staged, 0, 10);
-        c.record(4 * MIB, Route::Staged, 0, 11);
+        let c = learned(4 * MIB, [(0, 10), (0, 11)], (0, 12));
         assert_eq!(c.staged[0].count, 2);
         assert_eq!(c.staged[0].took, 1);
         assert_eq!(c.staged[0].rate(), (4 * MIB) as f64);
-        c.record(4 * MIB, Route::Probe, 0, 12);
         assert_eq!(c.direct[0].took, 1);
         assert_eq!(c.choose(4 * MIB, 13), Route::Staged);
     }
