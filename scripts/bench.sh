@@ -12,5 +12,5 @@ set -euo pipefail
 bash scripts/build.sh
 cmake -S bench -B build/bench -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/bench -j "$(nproc)"
-LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" python3 bench/suite.py --bin build/bench --info "$SYRAH_PREFIX/bin/syrah-info" \
+LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" "$SYRAH_PYTHON" bench/suite.py --bin build/bench --info "$SYRAH_PREFIX/bin/syrah-info" \
   --devices "${SYRAH_BENCH_DEVICES:-}" --out "${SYRAH_BENCH_OUT:-build/bench-results}" "$@"

@@ -5,7 +5,9 @@
 # PyPI wheels, unpacked under $SYRAH_DEPS). Idempotent.
 #
 # Writes $SYRAH_DEPS/env.sh, which points OCL_ICD_VENDORS at a folder
-# holding PoCL's and Intel's ICD files.
+# holding PoCL's and Intel's ICD files and names the Python interpreter
+# the Debian packages were installed for (SYRAH_PYTHON): the scripts use
+# it rather than whatever `python3` comes first on PATH.
 set -euo pipefail
 
 SYRAH_DEPS=${SYRAH_DEPS:-/opt/syrah-deps}
@@ -33,7 +35,7 @@ intel_lib="$SYRAH_DEPS/intel/lib"
 if [ ! -f "$intel_lib/libintelocl.so" ] || [ ! -f "$intel_lib/libtbb.so.12" ]; then
   echo "deps: fetching Intel's CPU OpenCL runtime $INTEL_OPENCL_RT_VERSION"
   wheels=$(mktemp -d)
-  python3 -m pip download -q --no-deps --only-binary=:all: -d "$wheels" \
+  /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: -d "$wheels" \
     "intel-opencl-rt==$INTEL_OPENCL_RT_VERSION" \
     "intel-cmplr-lib-rt==$INTEL_CMPLR_LIB_RT_VERSION" \
     "tbb==$TBB_VERSION"
@@ -55,7 +57,9 @@ for f in /etc/OpenCL/vendors/*.icd; do
 done
 
 cat > "$SYRAH_DEPS/env.sh" <<ENV
-# Makes both PoCL and Intel's CPU runtime visible to the OpenCL ICD loader.
+# Makes both PoCL and Intel's CPU runtime visible to the OpenCL ICD loader,
+# and names the interpreter Debian's python3-matplotlib belongs to.
 export OCL_ICD_VENDORS="$icd"
+export SYRAH_PYTHON=/usr/bin/python3
 ENV
 echo "deps: ready (OpenCL vendors: $(ls "$icd" | tr '\n' ' '))"

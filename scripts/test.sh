@@ -108,9 +108,9 @@ done
 cmake -S bench -B build/bench -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/bench -j "$(nproc)"
 rm -rf build/bench-quick
-if LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" python3 bench/suite.py --bin build/bench --info "$SYRAH_PREFIX/bin/syrah-info" \
+if LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" "$SYRAH_PYTHON" bench/suite.py --bin build/bench --info "$SYRAH_PREFIX/bin/syrah-info" \
   --quick --out build/bench-quick > build/bench/suite.log 2>&1 &&
-  python3 - build/bench-quick <<'PY' > build/bench/suite.check 2>&1; then
+  "$SYRAH_PYTHON" - build/bench-quick <<'PY' > build/bench/suite.check 2>&1; then
 import json, os, sys
 out = sys.argv[1]
 r = json.load(open(os.path.join(out, "results.json")))
@@ -140,7 +140,7 @@ fi
 # A trace of a two-device run is valid JSON with every kernel in it.
 rm -f build/examples/trace.json
 if SYRAH_TRACE=build/examples/trace.json build/examples/stencil_two_devices > build/examples/trace.log 2>&1 &&
-  python3 -c '
+  "$SYRAH_PYTHON" -c '
 import json, sys
 t = json.load(open(sys.argv[1]))
 k = [e for e in t if e.get("cat") == "kernel"]
