@@ -187,6 +187,7 @@ pub unsafe extern "C" fn syrah_buffer_get_info(
     out_info: *mut syrah_buffer_info,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_info, "out_info")?;
         // SAFETY: forwarded contract.
         let b = unsafe { borrow(buffer, "buffer") }?;
         let d = b.dims as usize;
@@ -241,6 +242,7 @@ pub unsafe extern "C" fn syrah_buffer_get_stats(
     out_stats: *mut syrah_buffer_stats,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_stats, "out_stats")?;
         // SAFETY: forwarded contract.
         let b = unsafe { borrow(buffer, "buffer") }?;
         let s = b.stats();
@@ -489,10 +491,11 @@ fn on_complete(
 
 unsafe fn one_request<'a>(
     a: *const syrah_accessor,
+    what: &str,
     keep: &'a mut smallvec::SmallVec<[Arc<Buffer>; 4]>,
 ) -> Result<AccessReq<'a>> {
     if a.is_null() {
-        return Err(null("accessor"));
+        return Err(null(&format!("{what} (an accessor)")));
     }
     // SAFETY: forwarded contract.
     let mut reqs = unsafe { requests(a, 1, keep) }?;
@@ -519,8 +522,9 @@ unsafe fn copy_host(
         return Err(null(if to_host { "destination" } else { "source" }));
     }
     let mut keep = smallvec::SmallVec::new();
+    let what = if to_host { "source" } else { "destination" };
     // SAFETY: forwarded contract.
-    let r = unsafe { one_request(acc, &mut keep) }?;
+    let r = unsafe { one_request(acc, what, &mut keep) }?;
     if to_host {
         reads_device(r.mode, "the source accessor")?;
     } else {
@@ -618,9 +622,9 @@ pub unsafe extern "C" fn syrah_queue_copy_accessor(
         let mut k1 = smallvec::SmallVec::new();
         let mut k2 = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
-        let s = unsafe { one_request(source, &mut k1) }?;
+        let s = unsafe { one_request(source, "source", &mut k1) }?;
         // SAFETY: forwarded contract.
-        let d = unsafe { one_request(destination, &mut k2) }?;
+        let d = unsafe { one_request(destination, "destination", &mut k2) }?;
         reads_device(s.mode, "the source accessor")?;
         writes_device(d.mode, "the destination accessor")?;
         if s.buffer.view.elem != d.buffer.view.elem || s.range != d.range {
@@ -680,7 +684,7 @@ pub unsafe extern "C" fn syrah_queue_fill_accessor(
         let pat = unsafe { slice(pattern.cast::<u8>(), pattern_size, "pattern") }?;
         let mut keep = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
-        let r = unsafe { one_request(destination, &mut keep) }?;
+        let r = unsafe { one_request(destination, "destination", &mut keep) }?;
         writes_device(r.mode, "the filled accessor")?;
         if r.buffer.view.elem % pattern_size != 0 {
             return Err(Error::invalid(format!(

@@ -96,6 +96,7 @@ pub unsafe extern "C" fn syrah_context_get_program_count(
     out_count: *mut usize,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_count, "out_count")?;
         // SAFETY: forwarded contract.
         let c = unsafe { borrow(context, "context") }?;
         let n = c.programs.lock().len();

@@ -52,7 +52,7 @@ unsafe fn write_list<T>(
         ));
     }
     if count.is_null() {
-        return Err(null("count output"));
+        return Err(null("out_count"));
     }
     for (i, it) in items.iter().take(cap).enumerate() {
         // SAFETY: `outp` has `cap` writable slots per the contract.
@@ -153,6 +153,7 @@ pub unsafe extern "C" fn syrah_device_get_platform(
     out_platform: *mut *const Platform,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_platform, "out_platform")?;
         let d = device_ref(device, "device")?;
         let p = d.platform()?;
         // SAFETY: forwarded contract.
@@ -206,6 +207,7 @@ pub unsafe extern "C" fn syrah_device_get_info_u64(
     out_value: *mut u64,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_value, "out_value")?;
         let d = device_ref(device, "device")?;
         let v: u64 = match info {
             SYRAH_DEVICE_INFO_TYPE => u64::from(match d.kind {
@@ -262,6 +264,7 @@ pub unsafe extern "C" fn syrah_device_has_aspect(
     out_has: *mut bool,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_has, "out_has")?;
         let d = device_ref(device, "device")?;
         let a = Aspect::from_code(aspect)
             .ok_or_else(|| Error::invalid(format!("unknown aspect {aspect}")))?;
@@ -292,6 +295,7 @@ pub unsafe extern "C" fn syrah_device_select(
     out_device: *mut *const Device,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_device, "out_device")?;
         let spec = match selector {
             SYRAH_SELECTOR_DEFAULT => match std::env::var("SYRAH_DEVICE") {
                 Ok(s) if !s.trim().is_empty() => s,
@@ -322,6 +326,7 @@ pub unsafe extern "C" fn syrah_device_select_by_string(
     out_device: *mut *const Device,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_device, "out_device")?;
         // SAFETY: forwarded contract.
         let s = unsafe { cstr(spec, "spec") }?;
         let d = select_spec(s)?;
@@ -342,6 +347,7 @@ pub unsafe extern "C" fn syrah_device_select_by_score(
     out_device: *mut *const Device,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_device, "out_device")?;
         let f = score.ok_or_else(|| null("score"))?;
         let rt = runtime()?;
         let mut best: Option<(i32, &'static Device)> = None;
@@ -374,6 +380,7 @@ pub unsafe extern "C" fn syrah_device_default_score(
     out_score: *mut i32,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_score, "out_score")?;
         let d = device_ref(device, "device")?;
         let s = default_score(&d.desc(d.platform()?));
         // SAFETY: forwarded contract.

@@ -78,6 +78,7 @@ pub unsafe extern "C" fn syrah_event_get_status(
     out_status: *mut syrah_event_status,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_status, "out_status")?;
         // SAFETY: forwarded contract.
         let e = unsafe { borrow(event, "event") }?;
         let s = match e.state()? {
@@ -101,6 +102,7 @@ pub unsafe extern "C" fn syrah_event_get_profiling(
     out_nanoseconds: *mut u64,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_nanoseconds, "out_nanoseconds")?;
         // SAFETY: forwarded contract.
         let e = unsafe { borrow(event, "event") }?;
         let which = match info {

@@ -101,6 +101,7 @@ pub unsafe extern "C" fn syrah_host_task_get_pointer(
     out_pointer: *mut *mut c_void,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_pointer, "out_pointer")?;
         let c = self::context(context)?;
         let a = c.accessors.get(index).ok_or_else(|| {
             Error::invalid(format!(
@@ -122,6 +123,7 @@ pub unsafe extern "C" fn syrah_host_task_get_native(
     out_object: *mut *mut c_void,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_object, "out_object")?;
         let c = self::context(context)?;
         let v: *mut c_void = match which {
             SYRAH_NATIVE_QUEUE => c.queue.sync_cl().cast(),

@@ -79,6 +79,15 @@ pub(crate) fn null(what: &str) -> Error {
     Error::new(Status::NullArgument, format!("{what} is NULL"))
 }
 
+/// Refuses a NULL output before any work is done, so that a call with
+/// nowhere to put its result has no effect.
+pub(crate) fn need<T>(p: *mut T, what: &str) -> Result<()> {
+    if p.is_null() {
+        return Err(null(what));
+    }
+    Ok(())
+}
+
 /// Writes an output only on success.
 pub(crate) unsafe fn out<T>(p: *mut T, v: T, what: &str) -> Result<()> {
     if p.is_null() {

@@ -192,6 +192,7 @@ pub unsafe extern "C" fn syrah_kernel_get_info(
     out_value: *mut u64,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_value, "out_value")?;
         // SAFETY: forwarded contract.
         let k = unsafe { borrow(kernel, "kernel") }?;
         let d = device_ref(device, "device")?;

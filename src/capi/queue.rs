@@ -104,6 +104,7 @@ pub unsafe extern "C" fn syrah_queue_get_device(
     out_device: *mut *const Device,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_device, "out_device")?;
         // SAFETY: forwarded contract.
         let q = unsafe { borrow(queue, "queue") }?;
         // SAFETY: forwarded contract.

@@ -198,6 +198,7 @@ pub unsafe extern "C" fn syrah_get_pointer_type(
     out_type: *mut syrah_usm_alloc,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_type, "out_type")?;
         // SAFETY: forwarded contract.
         let c = unsafe { borrow(context, "context") }?;
         let t = match c.pointer_kind(pointer) {
@@ -221,6 +222,7 @@ pub unsafe extern "C" fn syrah_get_pointer_device(
     out_device: *mut *const Device,
 ) -> syrah_status {
     guard(|| {
+        super::need(out_device, "out_device")?;
         // SAFETY: forwarded contract.
         let c = unsafe { borrow(context, "context") }?;
         let (_, dev) = c.pointer_kind(pointer).ok_or_else(|| {
