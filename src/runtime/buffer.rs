@@ -1256,7 +1256,14 @@ impl Queue {
                         (None, None) => CL_INVALID_OPERATION,
                     }
                 };
-                check(rc, "buffer copy")
+                check(
+                    rc,
+                    match (dst.0, src.0) {
+                        (Some(_), Some(_)) => "clEnqueueCopyBuffer (buffer copy)",
+                        (Some(_), None) => "clEnqueueWriteBuffer (buffer copy)",
+                        _ => "clEnqueueReadBuffer (buffer copy)",
+                    },
+                )
             },
         )
         .map(|e| e.with_bytes(len))
@@ -1365,7 +1372,14 @@ impl Queue {
                     (None, None) => CL_INVALID_OPERATION,
                 }
             };
-            check(rc, "rectangular buffer copy")
+            check(
+                rc,
+                match (dst.side.0, src.side.0) {
+                    (Some(_), Some(_)) => "clEnqueueCopyBufferRect (rectangular buffer copy)",
+                    (Some(_), None) => "clEnqueueWriteBufferRect (rectangular buffer copy)",
+                    _ => "clEnqueueReadBufferRect (rectangular buffer copy)",
+                },
+            )
         })
         .map(|e| e.with_bytes(region.iter().product()))
     }

@@ -244,7 +244,10 @@ impl Queue {
                 )
             };
             if rc != CL_SUCCESS {
-                let mut e = Error::opencl(rc, &format!("enqueueing kernel '{}'", kernel.name));
+                let mut e = Error::opencl(
+                    rc,
+                    &format!("clEnqueueNDRangeKernel of kernel '{}'", kernel.name),
+                );
                 if rc == -52 {
                     e.status = Status::KernelArguments;
                 }

@@ -248,7 +248,14 @@ fn create_and_build(
                 devices.first().map(|d| d.label()).unwrap_or_default()
             )));
         }
-        return Err(Error::opencl(err, "creating the program"));
+        return Err(Error::opencl(
+            err,
+            match kind {
+                ProgramKind::Source => "clCreateProgramWithSource",
+                ProgramKind::Il => "clCreateProgramWithIL",
+                ProgramKind::Binary => "clCreateProgramWithBinary",
+            },
+        ));
     }
     let inner = ProgramInner {
         cl,

@@ -118,7 +118,12 @@ impl Context {
             return Err(Error::new(
                 Status::OutOfDeviceMemory,
                 format!(
-                    "{} USM allocation of {size} bytes (USM strategy '{}') returned no memory",
+                    "{} returned no memory for a {} USM allocation of {size} bytes (USM strategy '{}')",
+                    if self.strategy == UsmStrategy::Svm {
+                        "clSVMAlloc"
+                    } else {
+                        "the driver"
+                    },
                     kind.name(),
                     self.strategy.name()
                 ),
@@ -189,7 +194,15 @@ impl Context {
                 if err != CL_SUCCESS {
                     return Err(Error::opencl(
                         err,
-                        &format!("{} USM allocation of {size} bytes", kind.name()),
+                        &format!(
+                            "{} ({} USM allocation of {size} bytes)",
+                            match kind {
+                                AllocKind::Host => "clHostMemAllocINTEL",
+                                AllocKind::Shared => "clSharedMemAllocINTEL",
+                                _ => "clDeviceMemAllocINTEL",
+                            },
+                            kind.name()
+                        ),
                     ));
                 }
                 Ok(p)
@@ -385,7 +398,14 @@ impl Queue {
                 }
             }
         };
-        check(rc, "USM memcpy")
+        check(
+            rc,
+            if self.intel().is_some() {
+                "clEnqueueMemcpyINTEL (USM memcpy)"
+            } else {
+                "clEnqueueSVMMemcpy (USM memcpy)"
+            },
+        )
     }
 
     fn intel(&self) -> Option<&'static crate::opencl::intel::IntelUsm> {
@@ -551,7 +571,14 @@ impl Queue {
                             ev,
                         )
                     };
-                    check(rc, "USM fill")
+                    check(
+                        rc,
+                        if self.intel().is_some() {
+                            "clEnqueueMemFillINTEL (USM fill)"
+                        } else {
+                            "clEnqueueSVMMemFill (USM fill)"
+                        },
+                    )
                 })
                 .map(|done| done.with_bytes(size)),
             FillPlan::Staged { seed, copies } => {
@@ -642,7 +669,14 @@ impl Queue {
                     (None, None) => CL_INVALID_OPERATION,
                 };
                 declined = rc == CL_INVALID_VALUE || rc == CL_INVALID_OPERATION;
-                check(rc, "USM prefetch")
+                check(
+                    rc,
+                    if self.intel().is_some() {
+                        "clEnqueueMigrateMemINTEL (USM prefetch)"
+                    } else {
+                        "clEnqueueSVMMigrateMem (USM prefetch)"
+                    },
+                )
             },
         );
         if declined {
@@ -680,7 +714,7 @@ impl Queue {
                         self.device.label()
                     )));
                 }
-                check(rc, "USM mem_advise")
+                check(rc, "clEnqueueMemAdviseINTEL (USM mem_advise)")
             }),
             None => Err(Error::new(
                 Status::FeatureNotSupported,

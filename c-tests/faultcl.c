@@ -1,0 +1,283 @@
+/* An OpenCL library for fault-injection tests: loaded by Syrah through
+ * SYRAH_OPENCL_LIBRARY, it forwards every call to the real ICD loader
+ * (which it links, so calls it does not define resolve there) and fails a
+ * chosen call on its N-th use after faultcl_arm(). Extension entry points
+ * of cl_intel_unified_shared_memory are wrapped through
+ * clGetExtensionFunctionAddressForPlatform, per platform. */
+#define CL_TARGET_OPENCL_VERSION 300
+#define _GNU_SOURCE
+#include "faultcl.h"
+
+#include <CL/cl.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char armed[64];
+static int armed_nth, armed_times, seen, fired_total;
+static cl_int armed_code;
+
+void faultcl_arm(const char *call, int nth, int times, int code) {
+  pthread_mutex_lock(&lock);
+  snprintf(armed, sizeof armed, "%s", call);
+  armed_nth = nth;
+  armed_times = times;
+  armed_code = (cl_int)code;
+  seen = 0;
+  pthread_mutex_unlock(&lock);
+}
+
+int faultcl_disarm(void) {
+  int n;
+  pthread_mutex_lock(&lock);
+  n = seen;
+  armed[0] = '\0';
+  seen = 0;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+int faultcl_fired(void) {
+  int n;
+  pthread_mutex_lock(&lock);
+  n = fired_total;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+/* Whether this use of `call` is the one to fail; its code in `*code`. */
+static int should_fail(const char *call, cl_int *code) {
+  int fail = 0;
+  pthread_mutex_lock(&lock);
+  if (armed[0] && strcmp(armed, call) == 0) {
+    ++seen;
+    if (seen >= armed_nth && (armed_times == 0 || seen < armed_nth + armed_times)) {
+      fail = 1;
+      *code = armed_code;
+      ++fired_total;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return fail;
+}
+
+/* The real entry point `name` of the ICD loader. */
+static void *real(const char *name) {
+  static void *loader;
+  void *f;
+  if (!loader) loader = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+  f = loader ? dlsym(loader, name) : NULL;
+  if (!f) {
+    fprintf(stderr, "faultcl: the OpenCL loader has no %s\n", name);
+    abort();
+  }
+  return f;
+}
+
+/* Object and function pointers convert through dlsym's POSIX guarantee. */
+#define REAL(name, type) (__extension__(type) real(#name))
+#define AS_FN(type, p) (__extension__(type)(p))
+#define AS_PTR(f) (__extension__(void *)(f))
+
+/* ---- core entry points ------------------------------------------------- */
+
+cl_mem clCreateBuffer(cl_context c, cl_mem_flags f, size_t s, void *h, cl_int *e) {
+  cl_int code;
+  if (should_fail("clCreateBuffer", &code)) {
+    if (e) *e = code;
+    return NULL;
+  }
+  return REAL(clCreateBuffer, cl_mem (*)(cl_context, cl_mem_flags, size_t, void *, cl_int *))(c, f, s, h, e);
+}
+
+void *clSVMAlloc(cl_context c, cl_svm_mem_flags f, size_t s, cl_uint a) {
+  cl_int code;
+  if (should_fail("clSVMAlloc", &code)) return NULL;
+  return REAL(clSVMAlloc, void *(*)(cl_context, cl_svm_mem_flags, size_t, cl_uint))(c, f, s, a);
+}
+
+cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint d, const size_t *o, const size_t *g,
+                              const size_t *l, cl_uint n, const cl_event *w, cl_event *ev) {
+  cl_int code;
+  if (should_fail("clEnqueueNDRangeKernel", &code)) return code;
+  return REAL(clEnqueueNDRangeKernel, cl_int (*)(cl_command_queue, cl_kernel, cl_uint, const size_t *,
+                                                 const size_t *, const size_t *, cl_uint, const cl_event *,
+                                                 cl_event *))(q, k, d, o, g, l, n, w, ev);
+}
+
+cl_int clEnqueueSVMMemcpy(cl_command_queue q, cl_bool b, void *d, const void *s, size_t n, cl_uint nw,
+                          const cl_event *w, cl_event *ev) {
+  cl_int code;
+  if (should_fail("clEnqueueSVMMemcpy", &code)) return code;
+  return REAL(clEnqueueSVMMemcpy, cl_int (*)(cl_command_queue, cl_bool, void *, const void *, size_t, cl_uint,
+                                             const cl_event *, cl_event *))(q, b, d, s, n, nw, w, ev);
+}
+
+cl_int clEnqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n, void *p, cl_uint nw,
+                           const cl_event *w, cl_event *ev) {
+  cl_int code;
+  if (should_fail("clEnqueueReadBuffer", &code)) return code;
+  return REAL(clEnqueueReadBuffer, cl_int (*)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint,
+                                              const cl_event *, cl_event *))(q, m, b, o, n, p, nw, w, ev);
+}
+
+cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t o, size_t n, const void *p,
+                            cl_uint nw, const cl_event *w, cl_event *ev) {
+  cl_int code;
+  if (should_fail("clEnqueueWriteBuffer", &code)) return code;
+  return REAL(clEnqueueWriteBuffer, cl_int (*)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *,
+                                               cl_uint, const cl_event *, cl_event *))(q, m, b, o, n, p, nw, w, ev);
+}
+
+cl_int clEnqueueCopyBuffer(cl_command_queue q, cl_mem s, cl_mem d, size_t so, size_t dof, size_t n, cl_uint nw,
+                           const cl_event *w, cl_event *ev) {
+  cl_int code;
+  if (should_fail("clEnqueueCopyBuffer", &code)) return code;
+  return REAL(clEnqueueCopyBuffer, cl_int (*)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint,
+                                              const cl_event *, cl_event *))(q, s, d, so, dof, n, nw, w, ev);
+}
+
+cl_int clBuildProgram(cl_program p, cl_uint n, const cl_device_id *d, const char *o,
+                      void(CL_CALLBACK *cb)(cl_program, void *), void *u) {
+  cl_int code;
+  if (should_fail("clBuildProgram", &code)) return code;
+  return REAL(clBuildProgram, cl_int (*)(cl_program, cl_uint, const cl_device_id *, const char *,
+                                         void(CL_CALLBACK *)(cl_program, void *), void *))(p, n, d, o, cb, u);
+}
+
+cl_command_queue clCreateCommandQueueWithProperties(cl_context c, cl_device_id d, const cl_queue_properties *p,
+                                                    cl_int *e) {
+  cl_int code;
+  if (should_fail("clCreateCommandQueueWithProperties", &code)) {
+    if (e) *e = code;
+    return NULL;
+  }
+  return REAL(clCreateCommandQueueWithProperties,
+              cl_command_queue (*)(cl_context, cl_device_id, const cl_queue_properties *, cl_int *))(c, d, p, e);
+}
+
+cl_event clCreateUserEvent(cl_context c, cl_int *e) {
+  cl_int code;
+  if (should_fail("clCreateUserEvent", &code)) {
+    if (e) *e = code;
+    return NULL;
+  }
+  return REAL(clCreateUserEvent, cl_event (*)(cl_context, cl_int *))(c, e);
+}
+
+cl_int clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint n, const cl_event *w, cl_event *ev) {
+  cl_int code;
+  if (should_fail("clEnqueueMarkerWithWaitList", &code)) return code;
+  return REAL(clEnqueueMarkerWithWaitList, cl_int (*)(cl_command_queue, cl_uint, const cl_event *, cl_event *))(
+      q, n, w, ev);
+}
+
+/* ---- cl_intel_unified_shared_memory, per platform ----------------------- */
+
+typedef void *(*host_alloc_fn)(cl_context, const cl_ulong *, size_t, cl_uint, cl_int *);
+typedef void *(*dev_alloc_fn)(cl_context, cl_device_id, const cl_ulong *, size_t, cl_uint, cl_int *);
+typedef cl_int (*memcpy_fn)(cl_command_queue, cl_bool, void *, const void *, size_t, cl_uint, const cl_event *,
+                            cl_event *);
+
+#define MAX_PLATFORMS 8
+static struct {
+  cl_platform_id platform;
+  host_alloc_fn host_alloc;
+  dev_alloc_fn device_alloc, shared_alloc;
+  memcpy_fn memcpy;
+} intel[MAX_PLATFORMS];
+
+static int slot_of(cl_platform_id p) {
+  int i;
+  for (i = 0; i < MAX_PLATFORMS; ++i)
+    if (intel[i].platform == p || !intel[i].platform) {
+      intel[i].platform = p;
+      return i;
+    }
+  return -1;
+}
+
+static cl_platform_id platform_of_context(cl_context c) {
+  cl_device_id d = NULL;
+  cl_platform_id p = NULL;
+  REAL(clGetContextInfo, cl_int (*)(cl_context, cl_context_info, size_t, void *, size_t *))(
+      c, CL_CONTEXT_DEVICES, sizeof d, &d, NULL);
+  REAL(clGetDeviceInfo, cl_int (*)(cl_device_id, cl_device_info, size_t, void *, size_t *))(
+      d, CL_DEVICE_PLATFORM, sizeof p, &p, NULL);
+  return p;
+}
+
+static int slot_of_context(cl_context c) {
+  int s;
+  pthread_mutex_lock(&lock);
+  s = slot_of(platform_of_context(c));
+  pthread_mutex_unlock(&lock);
+  return s;
+}
+
+static void *wrap_host_alloc(cl_context c, const cl_ulong *p, size_t s, cl_uint a, cl_int *e) {
+  cl_int code;
+  if (should_fail("clHostMemAllocINTEL", &code)) {
+    if (e) *e = code;
+    return NULL;
+  }
+  return intel[slot_of_context(c)].host_alloc(c, p, s, a, e);
+}
+
+static void *wrap_device_alloc(cl_context c, cl_device_id d, const cl_ulong *p, size_t s, cl_uint a, cl_int *e) {
+  cl_int code;
+  if (should_fail("clDeviceMemAllocINTEL", &code)) {
+    if (e) *e = code;
+    return NULL;
+  }
+  return intel[slot_of_context(c)].device_alloc(c, d, p, s, a, e);
+}
+
+static void *wrap_shared_alloc(cl_context c, cl_device_id d, const cl_ulong *p, size_t s, cl_uint a, cl_int *e) {
+  cl_int code;
+  if (should_fail("clSharedMemAllocINTEL", &code)) {
+    if (e) *e = code;
+    return NULL;
+  }
+  return intel[slot_of_context(c)].shared_alloc(c, d, p, s, a, e);
+}
+
+static cl_int wrap_memcpy(cl_command_queue q, cl_bool b, void *d, const void *s, size_t n, cl_uint nw,
+                          const cl_event *w, cl_event *ev) {
+  cl_int code;
+  cl_context c = NULL;
+  if (should_fail("clEnqueueMemcpyINTEL", &code)) return code;
+  REAL(clGetCommandQueueInfo, cl_int (*)(cl_command_queue, cl_command_queue_info, size_t, void *, size_t *))(
+      q, CL_QUEUE_CONTEXT, sizeof c, &c, NULL);
+  return intel[slot_of_context(c)].memcpy(q, b, d, s, n, nw, w, ev);
+}
+
+void *clGetExtensionFunctionAddressForPlatform(cl_platform_id p, const char *name) {
+  void *f = REAL(clGetExtensionFunctionAddressForPlatform, void *(*)(cl_platform_id, const char *))(p, name);
+  int s;
+  if (!f || !name) return f;
+  pthread_mutex_lock(&lock);
+  s = slot_of(p);
+  pthread_mutex_unlock(&lock);
+  if (s < 0) return f;
+  if (strcmp(name, "clHostMemAllocINTEL") == 0) {
+    intel[s].host_alloc = AS_FN(host_alloc_fn, f);
+    return AS_PTR(wrap_host_alloc);
+  }
+  if (strcmp(name, "clDeviceMemAllocINTEL") == 0) {
+    intel[s].device_alloc = AS_FN(dev_alloc_fn, f);
+    return AS_PTR(wrap_device_alloc);
+  }
+  if (strcmp(name, "clSharedMemAllocINTEL") == 0) {
+    intel[s].shared_alloc = AS_FN(dev_alloc_fn, f);
+    return AS_PTR(wrap_shared_alloc);
+  }
+  if (strcmp(name, "clEnqueueMemcpyINTEL") == 0) {
+    intel[s].memcpy = AS_FN(memcpy_fn, f);
+    return AS_PTR(wrap_memcpy);
+  }
+  return f;
+}

@@ -1,0 +1,358 @@
+/* Fault injection: runs with SYRAH_OPENCL_LIBRARY naming the faultcl
+ * library, which fails one chosen OpenCL call on its N-th use. For each
+ * kind of call (allocations, kernel enqueues, copies both ways, builds,
+ * queue and event creation) a scenario checks that the failure surfaces
+ * exactly once, as the call's status or as an asynchronous error, naming
+ * the OpenCL call and its error; that later commands still work; and that
+ * a buffer's data is written back intact. A watchdog fails the test on a
+ * hang. */
+#define _POSIX_C_SOURCE 200809L
+#include "faultcl.h"
+#include "testing.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#define CL_OUT_OF_RESOURCES (-5)
+#define CL_OUT_OF_HOST_MEMORY (-6)
+#define CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)
+
+/* Elements of the first buffer: large enough that SVM allocations are not
+ * carved from shared blocks. */
+#define N (128 * 1024)
+
+static int injected = 0, surfaced = 0, intact = 0;
+static const char *scenario = "start";
+
+static void watchdog(int sig) {
+  static const char msg[] = "FAIL watchdog: the fault test hung (more than 300 s)\n";
+  (void)sig;
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+  _exit(2);
+}
+
+static const char *SRC = "__kernel void add(__global int *p, int v) { p[get_global_id(0)] += v; }";
+
+typedef struct {
+  const syrah_device *d;
+  syrah_context *ctx;
+  syrah_queue *q;
+  syrah_kernel *k;
+  uint64_t strategy;
+} env;
+
+/* The OpenCL call that allocates device memory, and the one that copies
+ * from the host to it, under the device's USM strategy. */
+static const char *alloc_call(const env *e) {
+  return e->strategy == SYRAH_USM_STRATEGY_INTEL ? "clDeviceMemAllocINTEL"
+         : e->strategy == SYRAH_USM_STRATEGY_SVM ? "clSVMAlloc"
+                                                 : "clCreateBuffer";
+}
+
+static const char *h2d_call(const env *e) {
+  return e->strategy == SYRAH_USM_STRATEGY_INTEL ? "clEnqueueMemcpyINTEL"
+         : e->strategy == SYRAH_USM_STRATEGY_SVM ? "clEnqueueSVMMemcpy"
+                                                 : "clEnqueueWriteBuffer";
+}
+
+static const char *d2h_call(const env *e) {
+  return e->strategy == SYRAH_USM_STRATEGY_NONE ? "clEnqueueReadBuffer" : h2d_call(e);
+}
+
+/* Arms a fault for one scenario: `call` fails on its next use, or on
+ * every use until disarmed when `persistent` (as when memory runs out:
+ * Syrah frees what it keeps for reuse and tries again). */
+static void arm(const char *what, const char *call, int persistent, int code) {
+  scenario = what;
+  printf("-- %s: %s fails %s\n", what, call, persistent ? "until disarmed" : "once");
+  fflush(stdout);
+  faultcl_arm(call, 1, persistent ? 0 : 1, code);
+}
+
+/* Ends a scenario: the fault must have been injected (once unless
+ * persistent). */
+static int fired_before = 0;
+static void disarm(const char *call, int persistent) {
+  int used = faultcl_disarm();
+  int fired = faultcl_fired() - fired_before;
+  fired_before = faultcl_fired();
+  if (fired >= 1) ++injected;
+  ++t_checks;
+  if (fired < 1 || (!persistent && fired != 1))
+    T_FAIL("%s: %d faults injected into %s (used %d times), expected %s", scenario, fired, call, used,
+           persistent ? "at least 1" : "1");
+  else if (fired > 1)
+    printf("   %s failed %d times before it surfaced\n", call, fired);
+}
+
+/* The failure of a call (`s`) or of what it submitted must surface once:
+ * as `s` itself, or as the queue's next wait; the wait after that has
+ * nothing left to report. Its message names `call`. */
+static void once(syrah_status s, syrah_queue *q, const char *call) {
+  const char *how = "status";
+  char msg[1024];
+  if (s == SYRAH_SUCCESS) {
+    how = "asynchronous error";
+    s = syrah_queue_wait(q);
+  }
+  snprintf(msg, sizeof msg, "%s", syrah_last_error_message());
+  ++t_checks;
+  if (s == SYRAH_SUCCESS) {
+    T_FAIL("%s: the fault in %s never surfaced", scenario, call);
+    return;
+  }
+  if (!strstr(msg, call)) {
+    T_FAIL("%s: the %s %s does not name %s: %s", scenario, how, syrah_status_name(s), call, msg);
+    return;
+  }
+  ++t_checks;
+  if (syrah_queue_wait(q) != SYRAH_SUCCESS) {
+    T_FAIL("%s: the fault in %s was reported twice: %s", scenario, call, syrah_last_error_message());
+    return;
+  }
+  printf("   surfaced once as %s %s: %s\n", how, syrah_status_name(s), msg);
+  ++surfaced;
+}
+
+/* host[i] must be i + add for each of the `n` elements. */
+static void expect_data(const int *host, size_t n, int add, const char *what) {
+  size_t i, wrong = 0;
+  for (i = 0; i < n; ++i)
+    if (host[i] != (int)i + add) ++wrong;
+  ++t_checks;
+  if (wrong) {
+    T_FAIL("%s: %zu of %zu elements are not index + %d (first: %d)", what, wrong, n, add, host[0]);
+    return;
+  }
+  ++intact;
+}
+
+/* Each buffer is larger than the last, so that none gets the memory of a
+ * released one (which Syrah reuses) instead of a fresh allocation. */
+static size_t grow = 0;
+
+static int *fresh_host(size_t *n) {
+  int *h;
+  size_t i;
+  *n = N + (grow += 4096);
+  h = (int *)malloc(*n * sizeof(int));
+  for (i = 0; h && i < *n; ++i) h[i] = (int)i;
+  return h;
+}
+
+/* A buffer whose first device use fails to allocate, then to copy in:
+ * the host data stays as it was, and a retry works. */
+static void buffer_to_device(env *e, const char *what, const char *call, int persistent, int code, int retry) {
+  size_t n = 0;
+  int *host = fresh_host(&n);
+  syrah_buffer_desc desc = t_desc1(n, host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer *b = NULL;
+  if (!host) return;
+  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS) {
+    T_FAIL("buffer: %s", syrah_last_error_message());
+    free(host);
+    return;
+  }
+  arm(what, call, persistent, code);
+  once(t_launch_rw(e->q, e->k, b, n, 1, NULL), e->q, call);
+  disarm(call, persistent);
+  if (retry) {
+    EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
+    EXPECT_OK(syrah_queue_wait(e->q));
+  }
+  EXPECT_OK(syrah_buffer_release(b));
+  expect_data(host, n, retry ? 1 : 0, what);
+  free(host);
+}
+
+/* A buffer the device wrote; the copy back to the host fails once, a
+ * second host access gets the device's data, and so does the write-back. */
+static void buffer_to_host(env *e) {
+  size_t n = 0;
+  int *host = fresh_host(&n);
+  syrah_buffer_desc desc = t_desc1(n, host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer *b = NULL;
+  syrah_host_accessor *ha = NULL;
+  void *p = NULL;
+  const char *call = d2h_call(e);
+  if (!host) return;
+  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS) {
+    T_FAIL("buffer: %s", syrah_last_error_message());
+    free(host);
+    return;
+  }
+  EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 2, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  arm("buffer copy back to the host", call, 0, CL_OUT_OF_RESOURCES);
+  {
+    syrah_status s = syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, &p);
+    ++t_checks;
+    if (s == SYRAH_SUCCESS) {
+      T_FAIL("host access after a failed copy succeeded");
+      syrah_host_accessor_release(ha);
+    } else {
+      once(s, e->q, call);
+    }
+  }
+  disarm(call, 0);
+  if (syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, &p) == SYRAH_SUCCESS) {
+    ++t_checks;
+    expect_data((const int *)p, n, 2, "host access after a failed copy back");
+    EXPECT_OK(syrah_host_accessor_release(ha));
+  } else {
+    T_FAIL("second host access: %s", syrah_last_error_message());
+  }
+  EXPECT_OK(syrah_buffer_release(b));
+  expect_data(host, n, 2, "write-back after a failed copy back");
+  free(host);
+}
+
+/* A kernel whose enqueue fails between two that work: the buffer ends
+ * with the two increments. */
+static void kernel_enqueue(env *e) {
+  size_t n = 0;
+  int *host = fresh_host(&n);
+  syrah_buffer_desc desc = t_desc1(n, host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer *b = NULL;
+  if (!host) return;
+  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS) {
+    T_FAIL("buffer: %s", syrah_last_error_message());
+    free(host);
+    return;
+  }
+  EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  arm("kernel enqueue", "clEnqueueNDRangeKernel", 0, CL_OUT_OF_RESOURCES);
+  once(t_launch_rw(e->q, e->k, b, n, 100, NULL), e->q, "clEnqueueNDRangeKernel");
+  disarm("clEnqueueNDRangeKernel", 0);
+  EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  EXPECT_OK(syrah_buffer_release(b));
+  expect_data(host, n, 2, "kernel enqueue failure");
+  free(host);
+}
+
+/* USM: an allocation and a copy that fail once, then work. */
+static void usm(env *e) {
+  size_t n = 0;
+  int *host = fresh_host(&n), *back = (int *)calloc(n, sizeof(int));
+  void *m = NULL;
+  const char *call = alloc_call(e);
+  if (!host || !back) {
+    free(host);
+    free(back);
+    return;
+  }
+  arm("USM device allocation", call, 1, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  {
+    syrah_status s = syrah_malloc_device(e->ctx, e->d, n * sizeof(int), &m);
+    ++t_checks;
+    if (s == SYRAH_SUCCESS)
+      T_FAIL("USM allocation succeeded under a fault");
+    else
+      once(s, e->q, call);
+  }
+  disarm(call, 1);
+  if (syrah_malloc_device(e->ctx, e->d, n * sizeof(int), &m) != SYRAH_SUCCESS) {
+    T_FAIL("USM allocation after a fault: %s", syrah_last_error_message());
+    free(host);
+    free(back);
+    return;
+  }
+  call = h2d_call(e);
+  if (e->strategy == SYRAH_USM_STRATEGY_NONE) call = "clEnqueueSVMMemcpy";
+  arm("USM copy to the device", call, 0, CL_OUT_OF_RESOURCES);
+  once(syrah_queue_memcpy(e->q, m, host, n * sizeof(int), NULL, 0, NULL), e->q, call);
+  disarm(call, 0);
+  EXPECT_OK(syrah_queue_memcpy(e->q, m, host, n * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memcpy(e->q, back, m, n * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  expect_data(back, n, 0, "USM copy after a failed copy");
+  EXPECT_OK(syrah_free(e->ctx, m));
+  free(host);
+  free(back);
+}
+
+/* Builds, queues and events whose creation fails once. */
+static void creation(env *e) {
+  syrah_program *p = NULL;
+  syrah_queue *q = NULL;
+  syrah_event *ev = NULL;
+  syrah_status s;
+  const char *src = "__kernel void only_here(__global int *p) { p[0] = 7; }";
+
+  arm("program build", "clBuildProgram", 0, CL_OUT_OF_HOST_MEMORY);
+  s = syrah_program_create_from_source(e->ctx, src, NULL, &p);
+  ++t_checks;
+  if (s == SYRAH_SUCCESS) T_FAIL("a build succeeded under a fault");
+  else once(s, e->q, "clBuildProgram");
+  disarm("clBuildProgram", 0);
+  /* The failure was not cached: the same source builds now. */
+  EXPECT_OK(syrah_program_create_from_source(e->ctx, src, NULL, &p));
+  if (p) EXPECT_OK(syrah_program_release(p));
+
+  arm("queue creation", "clCreateCommandQueueWithProperties", 0, CL_OUT_OF_RESOURCES);
+  s = syrah_queue_create(e->ctx, e->d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q);
+  ++t_checks;
+  if (s == SYRAH_SUCCESS) T_FAIL("a queue was created under a fault");
+  else once(s, e->q, "clCreateCommandQueueWithProperties");
+  disarm("clCreateCommandQueueWithProperties", 0);
+  EXPECT_OK(syrah_queue_create(e->ctx, e->d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  if (q) EXPECT_OK(syrah_queue_release(q));
+
+  arm("user event creation", "clCreateUserEvent", 0, CL_OUT_OF_HOST_MEMORY);
+  s = syrah_user_event_create(e->ctx, &ev);
+  ++t_checks;
+  if (s == SYRAH_SUCCESS) T_FAIL("a user event was created under a fault");
+  else once(s, e->q, "clCreateUserEvent");
+  disarm("clCreateUserEvent", 0);
+  EXPECT_OK(syrah_user_event_create(e->ctx, &ev));
+  if (ev) {
+    EXPECT_OK(syrah_user_event_complete(ev, false));
+    EXPECT_OK(syrah_event_release(ev));
+  }
+}
+
+static void test_device(const syrah_device *d) {
+  env e;
+  syrah_program *p = NULL;
+  memset(&e, 0, sizeof e);
+  e.d = d;
+  REQUIRE_OK(syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_USM_STRATEGY, &e.strategy));
+  REQUIRE_OK(syrah_context_create(&d, 1, &e.ctx));
+  REQUIRE_OK(syrah_queue_create(e.ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &e.q));
+  REQUIRE_OK(syrah_program_create_from_source(e.ctx, SRC, NULL, &p));
+  REQUIRE_OK(syrah_kernel_create(p, "add", &e.k));
+  EXPECT_OK(syrah_program_release(p));
+
+  buffer_to_device(&e, "buffer allocation on first use", alloc_call(&e), 1, CL_MEM_OBJECT_ALLOCATION_FAILURE, 0);
+  buffer_to_device(&e, "buffer allocation, then a retry", alloc_call(&e), 1, CL_MEM_OBJECT_ALLOCATION_FAILURE, 1);
+  buffer_to_device(&e, "buffer copy to the device", h2d_call(&e), 0, CL_OUT_OF_RESOURCES, 0);
+  buffer_to_device(&e, "buffer copy to the device, then a retry", h2d_call(&e), 0, CL_OUT_OF_RESOURCES, 1);
+  buffer_to_host(&e);
+  kernel_enqueue(&e);
+  if (e.strategy != SYRAH_USM_STRATEGY_NONE)
+    usm(&e);
+  else
+    t_skip("USM allocation and copy faults", "the device has no USM");
+  creation(&e);
+
+  EXPECT_OK(syrah_kernel_release(e.k));
+  EXPECT_OK(syrah_queue_release(e.q));
+  EXPECT_OK(syrah_context_release(e.ctx));
+}
+
+int main(void) {
+  const char *lib = getenv("SYRAH_OPENCL_LIBRARY");
+  if (!lib || !strstr(lib, "faultcl")) {
+    printf("test_faults needs SYRAH_OPENCL_LIBRARY naming the faultcl library (CTest sets it)\n");
+    return 1;
+  }
+  signal(SIGALRM, watchdog);
+  alarm(300);
+  t_for_each_device(test_device);
+  printf("faults: %d injected, %d surfaced exactly once, %d buffers and copies with their data intact\n",
+         injected, surfaced, intact);
+  EXPECT_TRUE(injected > 0 && surfaced == injected);
+  return t_finish("test_faults");
+}
