@@ -200,6 +200,21 @@ pub struct Storage {
     pub geom: Geometry,
     allocator: Option<Arc<Allocator>>,
     state: Mutex<State>,
+    /// Held from looking for a command's conflicts until the command is
+    /// recorded, so that commands submitted at once from several threads
+    /// see each other (the state lock itself is let go in between, while
+    /// the command is enqueued). Taken before `state`, in storage id order.
+    turn: Arc<Mutex<()>>,
+}
+
+/// A storage's turn (see `Storage::turn`), given back when dropped.
+pub type Turn = parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>;
+
+impl Storage {
+    /// Waits for the storage's turn to track a command.
+    fn take_turn(&self) -> Turn {
+        self.turn.lock_arc()
+    }
 }
 
 // SAFETY: raw addresses are stored as integers; the allocator's user data
@@ -418,6 +433,7 @@ impl Buffer {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             geom,
             allocator,
+            turn: Arc::new(Mutex::new(())),
             state: Mutex::new(State {
                 host: HostMem::None,
                 bits: vec![pages::new_bits(&geom, false)],
@@ -1179,6 +1195,9 @@ pub struct Prepared {
     pub ptr: usize,
     /// Byte offset of the accessor's first element in the buffer.
     pub offset: usize,
+    /// The storage's turn, held until the command is recorded and this is
+    /// dropped (by the first accessor of each storage).
+    _turn: Option<Turn>,
 }
 
 impl Prepared {
@@ -1409,10 +1428,13 @@ impl Queue {
         let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
         order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
         let mut slots: SmallVec<[Option<Prepared>; 4]> = (0..reqs.len()).map(|_| None).collect();
+        let mut last_id = 0;
         for i in order {
             let r = &reqs[i];
             let s = r.buffer.owner.storage.clone();
             let pages = r.buffer.pages_of(r.offset, r.range)?;
+            let turn = (s.id != last_id).then(|| s.take_turn());
+            last_id = s.id;
             let mut st = s.state.lock();
             prune_if(&mut st, false);
             let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
@@ -1454,6 +1476,7 @@ impl Queue {
                 alloc,
                 ptr: if base != 0 { base + off } else { 0 },
                 offset: off,
+                _turn: turn,
             });
         }
         Ok(slots.into_iter().flatten().collect())
@@ -1512,9 +1535,16 @@ impl Queue {
         order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
         let mut pending: Vec<(Arc<Storage>, Box3, bool)> = Vec::new();
         let mut slots: Vec<Option<HostPrepared>> = (0..reqs.len()).map(|_| None).collect();
+        // Held until every access is recorded.
+        let mut turns: SmallVec<[Turn; 4]> = SmallVec::new();
+        let mut last_id = 0;
         for i in order {
             let r = &reqs[i];
             let s = r.buffer.owner.storage.clone();
+            if s.id != last_id {
+                turns.push(s.take_turn());
+                last_id = s.id;
+            }
             let pages = r.buffer.pages_of(r.offset, r.range)?;
             let mut st = s.state.lock();
             prune_if(&mut st, false);
@@ -1585,6 +1615,7 @@ impl Buffer {
     ) -> Result<HostAccessor> {
         let s = self.owner.storage.clone();
         let pages = self.pages_of(offset, range)?;
+        let _turn = s.take_turn();
         let mut st = s.state.lock();
         prune(&mut st);
         let conflicts = st.tracker.conflicts(&pages, mode.writes(), 0);
@@ -1649,6 +1680,7 @@ impl Buffer {
     /// are enqueued, with the events to wait for.
     pub fn update_host(&self) -> Result<Vec<Arc<Event>>> {
         let s = self.owner.storage.clone();
+        let _turn = s.take_turn();
         let mut st = s.state.lock();
         prune(&mut st);
         ensure_host(&s, &mut st, true)?;
