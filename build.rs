@@ -16,6 +16,10 @@ fn main() {
     );
     let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap_or_else(|_| "0".into());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsyrah.so.{major}");
+    // Never unmapped by dlclose: runtime threads may still be parked in the
+    // library's code, and its process-wide state (the OpenCL entry points,
+    // devices, caches) must stay reachable.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
     let config = match cbindgen::Config::from_file(dir.join("cbindgen.toml")) {
         Ok(c) => c,
         Err(e) => panic!("cbindgen.toml: {e}"),

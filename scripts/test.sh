@@ -59,6 +59,40 @@ cmake -S c-tests -B build/c-tests -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/c-tests -j "$(nproc)"
 ctest --test-dir build/c-tests --output-on-failure
 
+echo "== sanitizers: the C ABI tests and the examples with AddressSanitizer (leaks included) and UBSan, on PoCL"
+# libsyrah itself is not instrumented (that needs a nightly Rust), but its
+# allocations go through the sanitizer's malloc, so its leaks are found;
+# c-tests/lsan.supp names the only driver leaks that are suppressed.
+mkdir -p build/icd-pocl
+rm -f build/icd-pocl/*.icd
+cp /etc/OpenCL/vendors/pocl*.icd build/icd-pocl/
+sanitized() {
+  OCL_ICD_VENDORS="$PWD/build/icd-pocl" ASAN_OPTIONS=detect_leaks=1 \
+    LSAN_OPTIONS="suppressions=$PWD/c-tests/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SYRAH_STRESS_SECONDS=10 "$@"
+}
+san_flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+cmake -S c-tests -B build/c-tests-asan -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" -DSYRAH_SANITIZE=ON >/dev/null
+cmake --build build/c-tests-asan -j "$(nproc)"
+sanitized ctest --test-dir build/c-tests-asan --output-on-failure
+cmake -S c-examples -B build/examples-asan -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" \
+  -DCMAKE_C_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+cmake --build build/examples-asan -j "$(nproc)"
+san_failed=0
+for dev in 0.0 0.1; do
+  for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled dlopen_vector_add; do
+    if sanitized env LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" SYRAH_DEVICE=$dev build/examples-asan/$e \
+      > "build/examples-asan/$e.$dev.log" 2>&1; then
+      echo "ok   $e on PoCL device $dev under ASan+UBSan, no leak"
+    else
+      san_failed=1
+      echo "FAIL $e on PoCL device $dev under ASan+UBSan:"
+      cat "build/examples-asan/$e.$dev.log"
+    fi
+  done
+done
+[ "$san_failed" -eq 0 ]
+
 echo "== examples on every device"
 cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/examples -j "$(nproc)"
