@@ -36,6 +36,9 @@ pub struct Context {
     pub(crate) pinned: Mutex<super::pinned::PinnedBlocks>,
     /// Blocks that small coarse-grain SVM allocations are carved from.
     pub(crate) slabs: Mutex<crate::core::slab::Slabs>,
+    /// OpenCL queues of released Syrah queues, released with the context
+    /// (see `defers_queue_release`).
+    pub(crate) retired_queues: Mutex<Vec<usize>>,
 }
 
 /// A released buffer's device allocation kept for reuse: its base, its
@@ -126,6 +129,7 @@ impl Context {
             dev_cache: Mutex::new(AllocCache::new(cache_budget(devices))),
             pinned: Mutex::new(Default::default()),
             slabs: Mutex::new(Default::default()),
+            retired_queues: Mutex::new(Vec::new()),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -296,6 +300,18 @@ impl Context {
     }
 }
 
+impl Context {
+    /// Whether OpenCL queues are kept until the context goes. PoCL's
+    /// clMemBlockingFreeINTEL walks the context's queues and aborts on one
+    /// whose last reference is going at that moment, which happens on
+    /// whichever thread releases a queue or the last event of a released
+    /// queue; queues kept to the end are never in that state.
+    pub(crate) fn defers_queue_release(&self) -> bool {
+        self.strategy == UsmStrategy::IntelUsm
+            && self.platform.name.contains("Portable Computing Language")
+    }
+}
+
 impl Drop for Context {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
@@ -311,6 +327,11 @@ impl Drop for Context {
         }
         for block in self.slabs.get_mut().drain() {
             self.free_svm(api, block);
+        }
+        for q in self.retired_queues.get_mut().drain(..) {
+            // SAFETY: a queue of this context whose Syrah queue is gone,
+            // kept with its one reference for this moment.
+            unsafe { (api.clReleaseCommandQueue)(q as cl_command_queue) };
         }
         // SAFETY: the context was created by clCreateContext and this is its
         // last Syrah owner; OpenCL keeps it alive for objects still using it.

@@ -1190,7 +1190,11 @@ impl Drop for Queue {
                 if lane.quiet() {
                     (api.clFinish)(lane.cl);
                 }
-                (api.clReleaseCommandQueue)(lane.cl)
+                if self.ctx.defers_queue_release() {
+                    self.ctx.retired_queues.lock().push(lane.cl as usize);
+                } else {
+                    (api.clReleaseCommandQueue)(lane.cl);
+                }
             };
         }
         drop(entries);
