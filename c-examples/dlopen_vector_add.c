@@ -18,11 +18,11 @@ typedef syrah_status (*buffer_create_fn)(const syrah_buffer_desc *, syrah_buffer
 typedef syrah_status (*submit_fn)(const syrah_queue *, const syrah_kernel *, const syrah_range *,
                                   const syrah_accessor *, size_t, const syrah_kernel_arg *, size_t,
                                   const syrah_event *const *, size_t, syrah_event **);
-typedef syrah_status (*release_buffer_fn)(syrah_buffer *);
-typedef syrah_status (*release_kernel_fn)(syrah_kernel *);
-typedef syrah_status (*release_program_fn)(syrah_program *);
-typedef syrah_status (*release_queue_fn)(syrah_queue *);
-typedef syrah_status (*release_context_fn)(syrah_context *);
+typedef syrah_status (*release_buffer_fn)(const syrah_buffer *);
+typedef syrah_status (*release_kernel_fn)(const syrah_kernel *);
+typedef syrah_status (*release_program_fn)(const syrah_program *);
+typedef syrah_status (*release_queue_fn)(const syrah_queue *);
+typedef syrah_status (*release_context_fn)(const syrah_context *);
 typedef const char *(*message_fn)(void);
 typedef uint32_t (*version_fn)(void);
 

@@ -50,11 +50,6 @@
 #define SYRAH_EXT_LOCAL_MEMORY 1
 
 /*
- Lanes an out-of-order queue spreads independent work over.
- */
-#define LANES 4
-
-/*
  A user-visible buffer: an owner and the geometry it is seen with.
  */
 typedef struct syrah_buffer syrah_buffer;
@@ -720,7 +715,7 @@ syrah_status syrah_buffer_reinterpret(const syrah_buffer *buffer,
 /*
  Adds a reference to a buffer handle.
  */
-syrah_status syrah_buffer_retain(syrah_buffer *buffer);
+syrah_status syrah_buffer_retain(const syrah_buffer *buffer);
 
 /*
  Drops a reference. When the last handle of a buffer (and its views) is
@@ -728,7 +723,7 @@ syrah_status syrah_buffer_retain(syrah_buffer *buffer);
  (this call then waits for it); otherwise it returns at once and the
  memory is freed once pending commands complete.
  */
-syrah_status syrah_buffer_release(syrah_buffer *buffer);
+syrah_status syrah_buffer_release(const syrah_buffer *buffer);
 
 /*
  The buffer's shape as seen through this handle.
@@ -790,7 +785,7 @@ syrah_status syrah_buffer_host_access(const syrah_buffer *buffer,
 /*
  Ends a host access: commands waiting for it may start.
  */
-syrah_status syrah_host_accessor_release(syrah_host_accessor *accessor);
+syrah_status syrah_host_accessor_release(const syrah_host_accessor *accessor);
 
 /*
  Copies the accessor's elements from the buffer into `destination`,
@@ -860,13 +855,13 @@ syrah_status syrah_context_create(const syrah_device *const *devices,
 /*
  Adds a reference to a context.
  */
-syrah_status syrah_context_retain(syrah_context *context);
+syrah_status syrah_context_retain(const syrah_context *context);
 
 /*
  Drops a reference; the last one frees the context's remaining USM
  allocations and cached programs.
  */
-syrah_status syrah_context_release(syrah_context *context);
+syrah_status syrah_context_release(const syrah_context *context);
 
 /*
  Lists a context's devices, like `syrah_get_devices`.
@@ -1015,12 +1010,12 @@ syrah_status syrah_user_event_complete(const syrah_event *event, bool failed);
 /*
  Adds a reference to an event.
  */
-syrah_status syrah_event_retain(syrah_event *event);
+syrah_status syrah_event_retain(const syrah_event *event);
 
 /*
  Drops a reference to an event. The command itself is unaffected.
  */
-syrah_status syrah_event_release(syrah_event *event);
+syrah_status syrah_event_release(const syrah_event *event);
 
 /*
  Submits a group of `task_count` host tasks that run, in order, on a
@@ -1122,12 +1117,12 @@ syrah_status syrah_program_get_build_log(const syrah_program *program,
 /*
  Adds a reference to a program.
  */
-syrah_status syrah_program_retain(syrah_program *program);
+syrah_status syrah_program_retain(const syrah_program *program);
 
 /*
  Drops a reference to a program (its kernels keep what they need).
  */
-syrah_status syrah_program_release(syrah_program *program);
+syrah_status syrah_program_release(const syrah_program *program);
 
 /*
  Creates the kernel `name` of a built program. An unknown name gives
@@ -1148,12 +1143,12 @@ syrah_status syrah_kernel_get_info(const syrah_kernel *kernel,
 /*
  Adds a reference to a kernel.
  */
-syrah_status syrah_kernel_retain(syrah_kernel *kernel);
+syrah_status syrah_kernel_retain(const syrah_kernel *kernel);
 
 /*
  Drops a reference to a kernel.
  */
-syrah_status syrah_kernel_release(syrah_kernel *kernel);
+syrah_status syrah_kernel_release(const syrah_kernel *kernel);
 
 /*
  Creates a queue on `device`. `context` may be NULL, in which case a new
@@ -1172,12 +1167,12 @@ syrah_status syrah_queue_create(const syrah_context *context,
 /*
  Adds a reference to a queue.
  */
-syrah_status syrah_queue_retain(syrah_queue *queue);
+syrah_status syrah_queue_retain(const syrah_queue *queue);
 
 /*
  Drops a reference; the last one waits for the queue's commands.
  */
-syrah_status syrah_queue_release(syrah_queue *queue);
+syrah_status syrah_queue_release(const syrah_queue *queue);
 
 /*
  The queue's context, with a new reference the caller releases.
@@ -1195,7 +1190,7 @@ syrah_status syrah_queue_get_device(const syrah_queue *queue, const syrah_device
  (and returns success), else as this call's status (the first error, with
  the count of the others in the message).
  */
-syrah_status syrah_queue_wait(syrah_queue *queue);
+syrah_status syrah_queue_wait(const syrah_queue *queue);
 
 /*
  Enqueues a barrier after `dependencies` (or, with none, after every

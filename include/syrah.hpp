@@ -39,7 +39,7 @@ inline void check(syrah_status s) {
 
 namespace detail {
 // A reference-counted handle over a C object with retain/release functions.
-template <class T, syrah_status (*Retain)(T *), syrah_status (*Release)(T *)>
+template <class T, syrah_status (*Retain)(const T *), syrah_status (*Release)(const T *)>
 class handle {
  public:
   handle() = default;

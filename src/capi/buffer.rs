@@ -165,7 +165,7 @@ pub unsafe extern "C" fn syrah_buffer_reinterpret(
 
 /// Adds a reference to a buffer handle.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_buffer_retain(buffer: *mut Buffer) -> syrah_status {
+pub unsafe extern "C" fn syrah_buffer_retain(buffer: *const Buffer) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { retain(buffer, "buffer") })
 }
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn syrah_buffer_retain(buffer: *mut Buffer) -> syrah_statu
 /// (this call then waits for it); otherwise it returns at once and the
 /// memory is freed once pending commands complete.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_buffer_release(buffer: *mut Buffer) -> syrah_status {
+pub unsafe extern "C" fn syrah_buffer_release(buffer: *const Buffer) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { release(buffer, "buffer") })
 }
@@ -369,7 +369,9 @@ pub unsafe extern "C" fn syrah_buffer_host_access(
 
 /// Ends a host access: commands waiting for it may start.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_host_accessor_release(accessor: *mut HostAccessor) -> syrah_status {
+pub unsafe extern "C" fn syrah_host_accessor_release(
+    accessor: *const HostAccessor,
+) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { release(accessor, "host accessor") })
 }

@@ -46,7 +46,7 @@ pub unsafe extern "C" fn syrah_context_create(
 
 /// Adds a reference to a context.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_context_retain(context: *mut Context) -> syrah_status {
+pub unsafe extern "C" fn syrah_context_retain(context: *const Context) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { retain(context, "context") })
 }
@@ -54,7 +54,7 @@ pub unsafe extern "C" fn syrah_context_retain(context: *mut Context) -> syrah_st
 /// Drops a reference; the last one frees the context's remaining USM
 /// allocations and cached programs.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_context_release(context: *mut Context) -> syrah_status {
+pub unsafe extern "C" fn syrah_context_release(context: *const Context) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { release(context, "context") })
 }

@@ -153,14 +153,14 @@ pub unsafe extern "C" fn syrah_user_event_complete(
 
 /// Adds a reference to an event.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_event_retain(event: *mut Event) -> syrah_status {
+pub unsafe extern "C" fn syrah_event_retain(event: *const Event) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { retain(event, "event") })
 }
 
 /// Drops a reference to an event. The command itself is unaffected.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_event_release(event: *mut Event) -> syrah_status {
+pub unsafe extern "C" fn syrah_event_release(event: *const Event) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { release(event, "event") })
 }

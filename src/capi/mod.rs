@@ -21,38 +21,16 @@ pub mod types;
 pub mod usm;
 
 use crate::core::error::{Error, Result, Status};
+use crate::core::last_error;
 use crate::runtime::launch::validating;
-use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use types::syrah_status;
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
 fn set_last_error(msg: &str) {
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
-}
-
-/// Forgets this thread's last error message.
-pub(crate) fn clear_last_error() {
-    LAST_ERROR.with(|e| *e.borrow_mut() = CString::default());
-}
-
-/// ": <message>" when this thread's last call failed with a message.
-pub(crate) fn last_error_suffix() -> String {
-    LAST_ERROR.with(|e| {
-        let m = e.borrow();
-        if m.as_bytes().is_empty() {
-            String::new()
-        } else {
-            format!(": {}", m.to_string_lossy())
-        }
-    })
+    last_error::set(msg);
 }
 
 /// Runs `f`, turning its error or panic into a status and a message.
@@ -283,7 +261,7 @@ pub(crate) unsafe fn release<T>(p: *const T, what: &str) -> Result<()> {
 /// Valid until the next failing call on this thread.
 #[no_mangle]
 pub extern "C" fn syrah_last_error_message() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    last_error::as_ptr()
 }
 
 /// The name of a status constant, e.g. "SYRAH_ERROR_NULL_ARGUMENT";

@@ -149,14 +149,14 @@ pub unsafe extern "C" fn syrah_program_get_build_log(
 
 /// Adds a reference to a program.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_program_retain(program: *mut Program) -> syrah_status {
+pub unsafe extern "C" fn syrah_program_retain(program: *const Program) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { retain(program, "program") })
 }
 
 /// Drops a reference to a program (its kernels keep what they need).
 #[no_mangle]
-pub unsafe extern "C" fn syrah_program_release(program: *mut Program) -> syrah_status {
+pub unsafe extern "C" fn syrah_program_release(program: *const Program) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { release(program, "program") })
 }
@@ -212,14 +212,14 @@ pub unsafe extern "C" fn syrah_kernel_get_info(
 
 /// Adds a reference to a kernel.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_kernel_retain(kernel: *mut Kernel) -> syrah_status {
+pub unsafe extern "C" fn syrah_kernel_retain(kernel: *const Kernel) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { retain(kernel, "kernel") })
 }
 
 /// Drops a reference to a kernel.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_kernel_release(kernel: *mut Kernel) -> syrah_status {
+pub unsafe extern "C" fn syrah_kernel_release(kernel: *const Kernel) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { release(kernel, "kernel") })
 }

@@ -68,14 +68,14 @@ pub unsafe extern "C" fn syrah_queue_create(
 
 /// Adds a reference to a queue.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_queue_retain(queue: *mut Queue) -> syrah_status {
+pub unsafe extern "C" fn syrah_queue_retain(queue: *const Queue) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { retain(queue, "queue") })
 }
 
 /// Drops a reference; the last one waits for the queue's commands.
 #[no_mangle]
-pub unsafe extern "C" fn syrah_queue_release(queue: *mut Queue) -> syrah_status {
+pub unsafe extern "C" fn syrah_queue_release(queue: *const Queue) -> syrah_status {
     // SAFETY: forwarded contract.
     guard(|| unsafe { release(queue, "queue") })
 }
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn syrah_queue_get_device(
 /// (and returns success), else as this call's status (the first error, with
 /// the count of the others in the message).
 #[no_mangle]
-pub unsafe extern "C" fn syrah_queue_wait(queue: *mut Queue) -> syrah_status {
+pub unsafe extern "C" fn syrah_queue_wait(queue: *const Queue) -> syrah_status {
     guard(|| {
         // SAFETY: forwarded contract.
         let q = unsafe { clone_arc(queue, "queue") }?;

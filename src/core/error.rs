@@ -1,6 +1,6 @@
 //! Status codes and the error type shared by every layer.
 
-use crate::opencl::loader::cl_error_name;
+use super::cl_status::cl_error_name;
 
 /// Outcome of an operation. The discriminants are the values the C API
 /// returns; they are never reused for another meaning.

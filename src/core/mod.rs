@@ -4,9 +4,11 @@
 //! caches and how long threads spin.
 
 pub mod aspects;
+pub mod cl_status;
 pub mod deps;
 pub mod error;
 pub mod fill;
+pub mod last_error;
 pub mod launch;
 pub mod linger;
 pub mod order;

@@ -199,7 +199,7 @@ fn run_tasks(job: &Job) -> Result<()> {
         }
     };
     for (i, t) in tasks.iter().enumerate() {
-        crate::capi::clear_last_error();
+        crate::core::last_error::clear();
         // SAFETY: the user's function with its user data and a context
         // that stays valid for the call.
         let rc = unsafe { (t.run)(&job.ctx, t.user_data as *mut c_void) };
@@ -209,7 +209,7 @@ fn run_tasks(job: &Job) -> Result<()> {
                 Status::ExecutionFailed,
                 format!(
                     "host task {i} of the group reported failure: {name} ({rc}){}",
-                    crate::capi::last_error_suffix()
+                    crate::core::last_error::suffix()
                 ),
             ));
         }

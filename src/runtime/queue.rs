@@ -259,7 +259,7 @@ impl Drop for GroupLane<'_> {
 }
 
 /// Lanes an out-of-order queue spreads independent work over.
-pub const LANES: usize = 4;
+pub(crate) const LANES: usize = 4;
 /// Lanes opened beyond those to keep gated work apart.
 const GATED_LANES: usize = 12;
 
