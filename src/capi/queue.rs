@@ -342,8 +342,8 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             let keep = if prepared.is_empty() {
                 None
             } else {
-                Some(crate::runtime::queue::Held::Storages(
-                    prepared.iter().map(|p| p.storage.clone()).collect(),
+                Some(crate::runtime::buffer::held_storages(
+                    prepared.iter().map(|p| &p.storage),
                 ))
             };
             // With no event asked for, the command may go without one: later

@@ -1147,7 +1147,7 @@ fn fetch_one(
 fn writer_queue(st: &State, src: usize, deps: &[Arc<Event>]) -> Option<Arc<Queue>> {
     let d = st.devs.get(src.checked_sub(1)?)?;
     deps.iter().rev().find_map(|e| {
-        let wq = e.owner.upgrade()?;
+        let wq = e.owner.upgrade()?.downcast::<Queue>().ok()?;
         (wq.ctx.id == d.ctx.id && std::ptr::eq(wq.device, d.device) && wq.follows_directly(e))
             .then_some(wq)
     })
@@ -1509,6 +1509,16 @@ impl Queue {
             }
         }
     }
+}
+
+/// What a command over these storages keeps alive until it completes.
+pub fn held_storages<'a>(storages: impl IntoIterator<Item = &'a Arc<Storage>>) -> Held {
+    Held::Storages(
+        storages
+            .into_iter()
+            .map(|s| s.clone() as Arc<dyn std::any::Any + Send + Sync>)
+            .collect(),
+    )
 }
 
 /// An accessor of a host-task group, prepared on the host.
@@ -1993,10 +2003,7 @@ impl Queue {
             self.copy_window(dev, Side::Host(host), ext, elem, &waits)?
         };
         self.commit_accesses(&prepared, &ev);
-        self.hold(
-            ev.clone(),
-            Some(Held::Storages(smallvec::smallvec![p.storage.clone()])),
-        );
+        self.hold(ev.clone(), Some(held_storages([&p.storage])));
         Ok(ev)
     }
 
@@ -2034,9 +2041,7 @@ impl Queue {
         let prepared = self.prepare_accesses_at(&reqs, &mut waits, Some(&mut on_lanes))?;
         let s = self.dev_side(&prepared[0], src)?;
         let d = self.dev_side(&prepared[1], dst)?;
-        let keep = Some(Held::Storages(
-            prepared.iter().map(|p| p.storage.clone()).collect(),
-        ));
+        let keep = Some(held_storages(prepared.iter().map(|p| &p.storage)));
         let (ext, elem) = (src.range, src.buffer.view.elem);
         let bytes = ext.iter().product::<usize>() * elem;
         let run =
@@ -2137,10 +2142,7 @@ impl Queue {
             self.marker(&evs, "buffer fill")?
         };
         self.commit_accesses(&prepared, &ev);
-        self.hold(
-            ev.clone(),
-            Some(Held::Storages(smallvec::smallvec![p.storage.clone()])),
-        );
+        self.hold(ev.clone(), Some(held_storages([&p.storage])));
         Ok(ev)
     }
 }

@@ -3,7 +3,6 @@
 
 use super::platform::{Device, Platform};
 use super::program::{ProgramInner, ProgramKey};
-use super::queue::Queue;
 use crate::core::aspects::{usm_support, UsmStrategy, UsmSupport};
 use crate::core::error::{Error, Result, Status};
 use crate::core::pool::AllocCache;
@@ -18,6 +17,14 @@ use std::sync::{Arc, Weak};
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static LIVE: Mutex<Vec<Weak<Context>>> = Mutex::new(Vec::new());
 
+/// What a context asks of its queues, which it knows only through this.
+pub trait QueueWork: Send + Sync {
+    /// Waits for every command the queue was given, reporting nothing.
+    fn finish_quietly(&self);
+    /// Drops the records of finished commands, and what they held.
+    fn prune_finished(&self);
+}
+
 pub struct Context {
     pub id: u64,
     pub cl: cl_context,
@@ -27,7 +34,7 @@ pub struct Context {
     pub strategy: UsmStrategy,
     pub registry: Mutex<Registry>,
     pub(crate) programs: Mutex<HashMap<ProgramKey, Arc<ProgramInner>>>,
-    pub(crate) queues: Mutex<Vec<Weak<Queue>>>,
+    pub(crate) queues: Mutex<Vec<Weak<dyn QueueWork>>>,
     /// Pinned staging rings, per device, made at first use.
     pub(crate) stagers: Mutex<super::staging::Stagers>,
     /// Released buffers' device allocations, for reuse.
@@ -171,7 +178,7 @@ impl Context {
 
     /// Finishes every live queue of this context.
     pub fn finish_queues(&self) {
-        let queues: Vec<Arc<Queue>> = {
+        let queues: Vec<Arc<dyn QueueWork>> = {
             let mut qs = self.queues.lock();
             qs.retain(|w| w.strong_count() > 0);
             qs.iter().filter_map(Weak::upgrade).collect()
@@ -243,7 +250,7 @@ impl Context {
     }
 
     pub(crate) fn reclaim(&self) {
-        let queues: Vec<Arc<Queue>> = self
+        let queues: Vec<Arc<dyn QueueWork>> = self
             .queues
             .lock()
             .iter()

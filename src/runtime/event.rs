@@ -60,12 +60,16 @@ pub struct Event {
     pub bytes: AtomicU64,
     /// Host time of submission while tracing, in trace nanoseconds.
     pub submit_ns: AtomicU64,
-    /// The queue the command was submitted to (none for user events).
-    pub owner: std::sync::Weak<super::queue::Queue>,
+    /// The queue the command was submitted to (none for user events),
+    /// known here only as a shared object (see `Queue::of_event`).
+    pub owner: Owner,
     /// For user events: whether completion has been carried out, and what
     /// runs then (host-side continuations, without a driver callback).
     then: Mutex<(bool, Vec<Continuation>)>,
 }
+
+/// The queue of a command, as an event holds it.
+pub type Owner = std::sync::Weak<dyn std::any::Any + Send + Sync>;
 
 /// Work run once a user event is complete.
 pub type Continuation = Box<dyn FnOnce() + Send>;
@@ -103,7 +107,7 @@ impl Event {
         what: Arc<str>,
         profiling: bool,
         deps: SmallVec<[Arc<Event>; 8]>,
-        owner: std::sync::Weak<super::queue::Queue>,
+        owner: Owner,
     ) -> Arc<Event> {
         Arc::new(Event::build(cl, ctx_id, what, profiling, deps, owner))
     }
@@ -114,7 +118,7 @@ impl Event {
         what: Arc<str>,
         profiling: bool,
         deps: SmallVec<[Arc<Event>; 8]>,
-        owner: std::sync::Weak<super::queue::Queue>,
+        owner: Owner,
     ) -> Event {
         Event {
             cl,
@@ -214,28 +218,10 @@ impl Event {
             Arc::from(what),
             false,
             SmallVec::new(),
-            std::sync::Weak::new(),
+            std::sync::Weak::<()>::new(),
         );
         ev.user = true;
         Ok(Arc::new(ev))
-    }
-
-    /// A user event of `ctx` that completes when `foreign`, an event of
-    /// another context, does: commands of `ctx` can wait for it without
-    /// blocking the submitting thread. Its own outcome is always success;
-    /// a failure of `foreign` reaches dependents through their own
-    /// dependency on it.
-    pub fn bridge(ctx: &Context, foreign: &Arc<Event>) -> Result<Arc<Event>> {
-        let what = format!("wait for a {} of another context", foreign.what);
-        let b = Event::create_user_named(ctx, &what)?;
-        let done = b.clone();
-        super::watch::when_done(
-            foreign,
-            Box::new(move || {
-                let _ = done.complete_user_with(None);
-            }),
-        )?;
-        Ok(b)
     }
 
     pub fn complete_user(&self, failed: bool) -> Result<()> {

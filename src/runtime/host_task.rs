@@ -12,7 +12,6 @@ use super::event::Event;
 use super::queue::Queue;
 use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
-use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -236,11 +235,11 @@ impl Queue {
         }
         let done = Event::create_user_named(&self.ctx, "host task")?;
         let prepared = self.prepare_host_accesses(reqs, &mut waits, &done)?;
-        let keep: SmallVec<[_; 2]> = prepared.iter().map(|p| p.storage.clone()).collect();
+        let keep = super::buffer::held_storages(prepared.iter().map(|p| &p.storage));
         self.start_job(
             waits,
             done,
-            Some(super::queue::Held::Storages(keep)),
+            Some(keep),
             Work::Tasks(tasks.to_vec()),
             prepared,
         )

@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Called once per asynchronous error: the queue, the status, the message
 /// and the user data given at creation.
@@ -31,8 +31,9 @@ pub type AsyncHandler =
 pub enum Held {
     /// Anything (e.g. a fill's seed bytes).
     Any(Box<dyn Any + Send>),
-    /// The storages of the buffers it accesses (inline while few).
-    Storages(SmallVec<[Arc<super::buffer::Storage>; 2]>),
+    /// The storages of the buffers it accesses (inline while few), held as
+    /// opaque shared objects: the queue only keeps them alive.
+    Storages(SmallVec<[Arc<dyn Any + Send + Sync>; 2]>),
     /// What several commands keep (those a marker stands for).
     List(Vec<Held>),
 }
@@ -390,7 +391,7 @@ impl Queue {
         });
         let mut qs = ctx.queues.lock();
         qs.retain(|w| w.strong_count() > 0);
-        qs.push(Arc::downgrade(&q));
+        qs.push(Arc::downgrade(&q) as Weak<dyn super::context::QueueWork>);
         Ok(q)
     }
 
@@ -743,7 +744,7 @@ impl Queue {
         let mut bridges: SmallVec<[Arc<Event>; 2]> = SmallVec::new();
         for d in &all {
             if d.ctx_id != self.ctx.id && !d.is_done() {
-                bridges.push(Event::bridge(&self.ctx, d)?);
+                bridges.push(super::watch::bridge(&self.ctx, d)?);
             }
         }
         let blocking = all.iter().chain(&bridges).any(|d| d.blocks());
@@ -1236,5 +1237,15 @@ pub fn ptr_or_null(v: &[cl_event]) -> *const cl_event {
         std::ptr::null()
     } else {
         v.as_ptr()
+    }
+}
+
+impl super::context::QueueWork for Queue {
+    fn finish_quietly(&self) {
+        Queue::finish_quietly(self)
+    }
+
+    fn prune_finished(&self) {
+        Queue::prune_finished(self)
     }
 }

@@ -6,6 +6,7 @@
 //! while there are any (and sleeps otherwise); whichever sees the
 //! completion first runs the work, exactly once.
 
+use super::context::Context;
 use super::event::{Continuation, Event};
 use crate::core::error::Result;
 use crate::opencl::ffi::*;
@@ -143,4 +144,22 @@ pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
         once.run();
     }
     Ok(())
+}
+
+/// A user event of `ctx` that completes when `foreign`, an event of
+/// another context, does: commands of `ctx` can wait for it without
+/// blocking the submitting thread. Its own outcome is always success;
+/// a failure of `foreign` reaches dependents through their own
+/// dependency on it.
+pub fn bridge(ctx: &Context, foreign: &Arc<Event>) -> Result<Arc<Event>> {
+    let what = format!("wait for a {} of another context", foreign.what);
+    let b = Event::create_user_named(ctx, &what)?;
+    let done = b.clone();
+    when_done(
+        foreign,
+        Box::new(move || {
+            let _ = done.complete_user_with(None);
+        }),
+    )?;
+    Ok(b)
 }
