@@ -6,9 +6,10 @@ use super::{
     borrow, clone_arc, cstr, guard, into_handle, out, release, retain, write_bytes, write_string,
 };
 use crate::core::error::{Error, Result};
+use crate::runtime::build_cache::ProgramKind;
 use crate::runtime::context::Context;
 use crate::runtime::platform::Device;
-use crate::runtime::program::{Kernel, Program, ProgramKind};
+use crate::runtime::program::{Kernel, Program};
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! Contexts: a set of devices of one platform, their USM allocations and
 //! their built programs.
 
+use super::build_cache::{ProgramInner, ProgramKey};
 use super::platform::{Device, Platform};
-use super::program::{ProgramInner, ProgramKey};
 use crate::core::aspects::{usm_support, UsmStrategy, UsmSupport};
 use crate::core::error::{Error, Result, Status};
 use crate::core::pool::AllocCache;
@@ -35,12 +35,13 @@ pub struct Context {
     pub registry: Mutex<Registry>,
     pub(crate) programs: Mutex<HashMap<ProgramKey, Arc<ProgramInner>>>,
     pub(crate) queues: Mutex<Vec<Weak<dyn QueueWork>>>,
-    /// Pinned staging rings, per device, made at first use.
-    pub(crate) stagers: Mutex<super::staging::Stagers>,
+    /// Pinned staging rings, per device, made at first use: the staging
+    /// module's `Stager`s, which the context only keeps.
+    pub(crate) stagers: Mutex<Vec<(&'static Device, Arc<dyn std::any::Any + Send + Sync>)>>,
     /// Released buffers' device allocations, for reuse.
     pub(crate) dev_cache: Mutex<AllocCache<CachedAlloc>>,
     /// Pinned host memory that is not host USM.
-    pub(crate) pinned: Mutex<super::pinned::PinnedBlocks>,
+    pub(crate) pinned: Mutex<super::pinned_blocks::PinnedBlocks>,
     /// Blocks that small coarse-grain SVM allocations are carved from.
     pub(crate) slabs: Mutex<crate::core::slab::Slabs>,
     /// OpenCL queues of released Syrah queues, released with the context

@@ -2,12 +2,14 @@
 //! events, programs, kernels and USM.
 
 pub mod buffer;
+pub mod build_cache;
 pub mod context;
 pub mod event;
 pub mod host_task;
 pub mod launch;
 pub(crate) mod linger;
 pub mod pinned;
+pub(crate) mod pinned_blocks;
 pub mod platform;
 pub mod program;
 pub mod queue;

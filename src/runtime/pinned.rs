@@ -6,83 +6,12 @@
 //! at the bus's speed without staging, but kernels cannot take it.
 
 use super::context::Context;
-use crate::core::error::{Error, Result, Status};
+use super::pinned_blocks::map_pinned;
+use crate::core::error::{Error, Result};
 use crate::core::registry::AllocKind;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
-use std::collections::BTreeMap;
 use std::ffi::c_void;
-
-/// The mapped blocks of a context (by host address) and the queue that
-/// maps and unmaps them, made at first use.
-#[derive(Default)]
-pub(crate) struct PinnedBlocks {
-    queue: Option<usize>,
-    blocks: BTreeMap<usize, (usize, usize)>,
-}
-
-impl PinnedBlocks {
-    /// The block holding `[addr, addr + len)`, as (base, size, memory object).
-    fn find(&self, addr: usize, len: usize) -> Option<(usize, usize, usize)> {
-        let (&base, &(size, mem)) = self.blocks.range(..=addr).next_back()?;
-        (addr.checked_add(len)? <= base + size).then_some((base, size, mem))
-    }
-}
-
-/// A new buffer of `size` bytes in host memory the driver allocates
-/// (`CL_MEM_ALLOC_HOST_PTR`), mapped for reading and writing on `queue`
-/// (blocking): the memory object and its host address.
-pub(crate) fn map_pinned(
-    ctx: &Context,
-    queue: cl_command_queue,
-    size: usize,
-    what: &str,
-) -> Result<(cl_mem, *mut c_void)> {
-    let api = api()?;
-    let mut err = CL_SUCCESS;
-    // SAFETY: live context; the runtime allocates the host memory.
-    let mem = unsafe {
-        (api.clCreateBuffer)(
-            ctx.cl,
-            CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
-            size,
-            std::ptr::null_mut(),
-            &mut err,
-        )
-    };
-    if mem.is_null() || err != CL_SUCCESS {
-        let mut e = Error::opencl(err, &format!("clCreateBuffer of {size} bytes of {what}"));
-        if err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY {
-            e.status = Status::OutOfHostMemory;
-        }
-        return Err(e);
-    }
-    // SAFETY: a blocking map of the whole new buffer on a live queue of its
-    // context.
-    let host = unsafe {
-        (api.clEnqueueMapBuffer)(
-            queue,
-            mem,
-            CL_TRUE,
-            CL_MAP_READ | CL_MAP_WRITE,
-            0,
-            size,
-            0,
-            std::ptr::null(),
-            std::ptr::null_mut(),
-            &mut err,
-        )
-    };
-    if host.is_null() || err != CL_SUCCESS {
-        // SAFETY: created above, not mapped, released once.
-        unsafe { (api.clReleaseMemObject)(mem) };
-        return Err(Error::opencl(
-            err,
-            &format!("clEnqueueMapBuffer of {size} bytes of {what}"),
-        ));
-    }
-    Ok((mem, host))
-}
 
 impl Context {
     /// Allocates `size` bytes of pinned host memory (see the module's doc).
@@ -124,7 +53,7 @@ impl Context {
                 q
             }
         };
-        let (mem, host) = map_pinned(self, queue, size, "pinned host memory")?;
+        let (mem, host) = map_pinned(self.cl, queue, size, "pinned host memory")?;
         pinned.blocks.insert(host as usize, (size, mem as usize));
         Ok(host)
     }

@@ -1,5 +1,6 @@
 //! Programs (OpenCL C source, SPIR-V, binaries) and kernels.
 
+use super::build_cache::{ProgramInner, ProgramKey, ProgramKind};
 use super::context::Context;
 use super::platform::Device;
 use crate::core::aspects::UsmStrategy;
@@ -13,44 +14,6 @@ use std::sync::Arc;
 
 const CL_PROGRAM_KERNEL_NAMES: cl_program_info = 0x1168;
 const CL_KERNEL_FUNCTION_NAME: cl_kernel_info = 0x1190;
-
-/// What a program was made from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProgramKind {
-    Source,
-    Il,
-    Binary,
-}
-
-/// Build cache key: kind, exact bytes, options and target devices.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ProgramKey {
-    kind: ProgramKind,
-    bytes: Vec<u8>,
-    options: String,
-    devices: Vec<usize>,
-}
-
-/// A built OpenCL program, shared by every handle made from the same key.
-pub struct ProgramInner {
-    pub cl: cl_program,
-    pub devices: Vec<&'static Device>,
-}
-
-// SAFETY: cl_program is thread-safe for everything but clSetKernelArg on
-// its kernels, which Kernel serialises.
-unsafe impl Send for ProgramInner {}
-// SAFETY: as above.
-unsafe impl Sync for ProgramInner {}
-
-impl Drop for ProgramInner {
-    fn drop(&mut self) {
-        if let Ok(api) = api() {
-            // SAFETY: this value owns one reference to the program.
-            unsafe { (api.clReleaseProgram)(self.cl) };
-        }
-    }
-}
 
 /// A program handle: its context and the (possibly shared) build.
 pub struct Program {

@@ -32,9 +32,6 @@ type DeviceCopy = dyn Fn(cl_command_queue, *mut c_void, *const c_void, usize, &m
     + Send
     + Sync;
 
-/// The stagers of a context, per device.
-pub(crate) type Stagers = Vec<(&'static Device, Arc<Mutex<Stager>>)>;
-
 /// The pinned ring and queue of one device of a context.
 pub struct Stager {
     queue: cl_command_queue,
@@ -64,7 +61,7 @@ impl Stager {
         if queue.is_null() || err != CL_SUCCESS {
             return Err(Error::opencl(err, "clCreateCommandQueue for staging"));
         }
-        match super::pinned::map_pinned(ctx, queue, RING, "the pinned staging ring") {
+        match super::pinned_blocks::map_pinned(ctx.cl, queue, RING, "the pinned staging ring") {
             Ok((ring, host)) => Ok(Stager {
                 queue,
                 ring,
@@ -617,8 +614,12 @@ impl Context {
     /// The stager of `device`, created at first use.
     fn stager(&self, device: &'static Device) -> Result<Arc<Mutex<Stager>>> {
         let mut all = self.stagers.lock();
-        if let Some((_, s)) = all.iter().find(|(d, _)| std::ptr::eq(*d, device)) {
-            return Ok(s.clone());
+        let kept = all
+            .iter()
+            .find(|(d, _)| std::ptr::eq(*d, device))
+            .and_then(|(_, s)| s.clone().downcast::<Mutex<Stager>>().ok());
+        if let Some(s) = kept {
+            return Ok(s);
         }
         let s = Arc::new(Mutex::new(Stager::create(self, device)?));
         all.push((device, s.clone()));
