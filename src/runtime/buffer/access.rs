@@ -1,0 +1,356 @@
+//! Accessors: preparing a command group's accessors on a queue (their
+//! allocations, dependencies and transfers), recording the command, and
+//! host accessors.
+
+use super::alloc::{ensure_dev, ensure_host, host_ptr, sub_buffer};
+use super::storage::{Buffer, Deps, HostHold, Mode, Storage, Token, Turn};
+use super::transfer::{fetch, prune, prune_if, record, token_events};
+use crate::core::error::{Error, Result};
+use crate::core::pages::{self, Box3};
+use crate::runtime::event::Event;
+use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One accessor of a command group.
+pub struct AccessReq<'a> {
+    pub buffer: &'a Buffer,
+    pub mode: Mode,
+    pub offset: [usize; 3],
+    pub range: [usize; 3],
+}
+
+/// Prepared accessor: its pages and the allocation it uses.
+pub struct Prepared {
+    /// The command should keep its event (see `State::eventful`).
+    pub eventful: bool,
+    pub storage: Arc<Storage>,
+    pub pages: Box3,
+    pub write: bool,
+    pub alloc: usize,
+    /// Pointer to the accessor's first element on the device (0 on a
+    /// device without USM).
+    pub ptr: usize,
+    /// Byte offset of the accessor's first element in the buffer.
+    pub offset: usize,
+    /// The storage's turn, held until the command is recorded and this is
+    /// dropped (by the first accessor of each storage).
+    _turn: Option<Turn>,
+}
+
+impl Prepared {
+    /// What a kernel argument bound to this accessor receives on a device
+    /// without USM: the memory object starting at its first element (None
+    /// where the device has USM and `ptr` serves).
+    pub fn arg_mem(&self) -> Result<Option<usize>> {
+        if self.ptr != 0 {
+            return Ok(None);
+        }
+        let mut st = self.storage.state.lock();
+        let d = &mut st.devs[self.alloc - 1];
+        sub_buffer(&self.storage, d, self.offset).map(Some)
+    }
+}
+
+impl Queue {
+    /// Prepares the accessors of a command group on this queue's device:
+    /// allocations, dependencies and transfers. Returns what the command
+    /// must wait for and the per-accessor results; `commit` records it.
+    pub fn prepare_accesses(
+        &self,
+        reqs: &[AccessReq<'_>],
+        waits: &mut Deps,
+    ) -> Result<SmallVec<[Prepared; 4]>> {
+        self.prepare_accesses_at(reqs, waits, None)
+    }
+
+    /// [`Queue::prepare_accesses`]; with `on_lanes`, conflicting commands
+    /// of this queue that went without events are put there (for the
+    /// command to follow them on their lane) instead of getting an event.
+    pub fn prepare_accesses_at(
+        &self,
+        reqs: &[AccessReq<'_>],
+        waits: &mut Deps,
+        mut on_lanes: Option<&mut LanePositions>,
+    ) -> Result<SmallVec<[Prepared; 4]>> {
+        // Storages are locked one at a time in id order; each accessor's
+        // work is done under its storage's lock.
+        let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
+        order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
+        let mut slots: SmallVec<[Option<Prepared>; 4]> = (0..reqs.len()).map(|_| None).collect();
+        let mut last_id = 0;
+        for i in order {
+            let r = &reqs[i];
+            let s = r.buffer.owner.storage.clone();
+            let pages = r.buffer.pages_of(r.offset, r.range)?;
+            let turn = (s.id != last_id).then(|| s.take_turn());
+            last_id = s.id;
+            let mut st = s.state.lock();
+            prune_if(&mut st, false);
+            let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
+            let mut gate_err = None;
+            let mut loose = false;
+            st.tracker
+                .for_each_conflict(&pages, r.mode.writes(), alloc, |t| match t {
+                    Token::Cmd(e) => waits.push(e.clone()),
+                    // This in-order queue runs the command after it anyway.
+                    Token::Lane(p) if p.orders(self) => {}
+                    Token::Lane(p) if p.is_of(self) && on_lanes.is_some() => {
+                        if let Some(l) = on_lanes.as_deref_mut() {
+                            l.push(p.clone());
+                        }
+                    }
+                    _ => match t.event(&self.ctx, &mut loose) {
+                        Ok(e) => waits.extend(e),
+                        Err(e) => gate_err = Some(e),
+                    },
+                });
+            st.eventful |= loose;
+            if let Some(e) = gate_err {
+                return Err(e);
+            }
+            if st.has_data && !pages::all_set(&s.geom, &st.bits[alloc], &pages) {
+                for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
+                    waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
+                }
+            }
+            let off = r.buffer.view.byte_offset(r.offset);
+            let base = st.devs[alloc - 1].ptr;
+            let eventful = st.eventful;
+            drop(st);
+            slots[i] = Some(Prepared {
+                eventful,
+                storage: s,
+                pages,
+                write: r.mode.writes(),
+                alloc,
+                ptr: if base != 0 { base + off } else { 0 },
+                offset: off,
+                _turn: turn,
+            });
+        }
+        Ok(slots.into_iter().flatten().collect())
+    }
+
+    /// Records a command that used prepared accessors.
+    pub fn commit_accesses(&self, prepared: &[Prepared], ev: &Arc<Event>) {
+        self.commit_submitted(prepared, &Submitted::Event(ev.clone()));
+    }
+
+    /// Records a command that used prepared accessors, with or without its
+    /// event.
+    pub fn commit_submitted(&self, prepared: &[Prepared], done: &Submitted) {
+        if prepared.is_empty() {
+            return;
+        }
+        let (token, lane) = match done {
+            Submitted::Event(e) => (Token::Cmd(e.clone()), e.lane.load(Ordering::Acquire)),
+            Submitted::Quiet(p) => (Token::Lane(p.clone()), p.lane),
+        };
+        for p in prepared {
+            let mut st = p.storage.state.lock();
+            record(&mut st, p.pages, p.write, token.clone(), lane, p.alloc);
+            if p.write {
+                let g = p.storage.geom;
+                for (i, b) in st.bits.iter_mut().enumerate() {
+                    pages::set_box(&g, b, &p.pages, i == p.alloc);
+                }
+                st.has_data = true;
+            }
+        }
+    }
+}
+
+/// What a command over these storages keeps alive until it completes.
+pub fn held_storages<'a>(storages: impl IntoIterator<Item = &'a Arc<Storage>>) -> Held {
+    Held::Storages(
+        storages
+            .into_iter()
+            .map(|s| s.clone() as Arc<dyn std::any::Any + Send + Sync>)
+            .collect(),
+    )
+}
+
+/// An accessor of a host-task group, prepared on the host.
+pub struct HostPrepared {
+    pub storage: Arc<Storage>,
+    pub buffer: Arc<Buffer>,
+    /// Host pointer to the accessor's first element.
+    pub ptr: usize,
+    /// Byte offset of the accessor's first element in the buffer.
+    pub offset: usize,
+}
+
+impl Queue {
+    /// Prepares host-task accessors: waits for conflicting work, brings the
+    /// pages home (copies the group then waits for) and records `done` as
+    /// the group's access.
+    pub fn prepare_host_accesses(
+        &self,
+        reqs: &[AccessReq<'_>],
+        waits: &mut Deps,
+        done: &Arc<Event>,
+    ) -> Result<Vec<HostPrepared>> {
+        let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
+        order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
+        let mut pending: Vec<(Arc<Storage>, Box3, bool)> = Vec::new();
+        let mut slots: Vec<Option<HostPrepared>> = (0..reqs.len()).map(|_| None).collect();
+        // Held until every access is recorded.
+        let mut turns: SmallVec<[Turn; 4]> = SmallVec::new();
+        let mut last_id = 0;
+        for i in order {
+            let r = &reqs[i];
+            let s = r.buffer.owner.storage.clone();
+            if s.id != last_id {
+                turns.push(s.take_turn());
+                last_id = s.id;
+            }
+            let pages = r.buffer.pages_of(r.offset, r.range)?;
+            let mut st = s.state.lock();
+            prune_if(&mut st, false);
+            let conflicts = st.tracker.conflicts(&pages, r.mode.writes(), 0);
+            let mut loose = false;
+            waits.extend(token_events(&conflicts, &self.ctx, &mut loose)?);
+            st.eventful |= loose;
+            let mut host = ensure_host(&s, &mut st, r.mode.writes())?;
+            for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
+                waits.extend(fetch(&s, &mut st, 0, &part, None)?);
+            }
+            // Data fetched into read-only user memory goes to a private
+            // copy instead, which the task must see.
+            host = host_ptr(&st).unwrap_or(host);
+            let off = r.buffer.view.byte_offset(r.offset);
+            drop(st);
+            pending.push((s.clone(), pages, r.mode.writes()));
+            slots[i] = Some(HostPrepared {
+                storage: s,
+                buffer: Arc::new(Buffer {
+                    owner: r.buffer.owner.clone(),
+                    view: r.buffer.view,
+                    dims: r.buffer.dims,
+                }),
+                ptr: host + off,
+                offset: off,
+            });
+        }
+        for (s, pages, write) in pending {
+            let mut st = s.state.lock();
+            record(&mut st, pages, write, Token::Cmd(done.clone()), 0, 0);
+            if write {
+                let g = s.geom;
+                for (i, b) in st.bits.iter_mut().enumerate() {
+                    pages::set_box(&g, b, &pages, i == 0);
+                }
+                st.has_data = true;
+            }
+        }
+        Ok(slots.into_iter().flatten().collect())
+    }
+}
+
+/// An active host accessor.
+pub struct HostAccessor {
+    storage: Arc<Storage>,
+    hold: Arc<HostHold>,
+    pub ptr: usize,
+}
+
+impl Drop for HostAccessor {
+    fn drop(&mut self) {
+        self.hold.release();
+        let mut st = self.storage.state.lock();
+        prune(&mut st);
+    }
+}
+
+impl Buffer {
+    /// Maps a range of the buffer on the host; returns once the data is
+    /// current there. Conflicting commands submitted later wait until the
+    /// accessor is released.
+    pub fn host_access(
+        &self,
+        mode: Mode,
+        offset: [usize; 3],
+        range: [usize; 3],
+    ) -> Result<HostAccessor> {
+        let s = self.owner.storage.clone();
+        let pages = self.pages_of(offset, range)?;
+        let _turn = s.take_turn();
+        let mut st = s.state.lock();
+        prune(&mut st);
+        let conflicts = st.tracker.conflicts(&pages, mode.writes(), 0);
+        for t in &conflicts {
+            match t {
+                Token::Cmd(e) => e.wait()?,
+                Token::Lane(p) => {
+                    let (e, exact) = p.event_exact()?;
+                    st.eventful |= !exact;
+                    if let Some(e) = e {
+                        e.wait()?
+                    }
+                }
+                Token::Host(h) if !h.released.load(Ordering::Acquire) => {
+                    return Err(Error::invalid(format!(
+                        "a {} host accessor conflicts with another host accessor of this buffer that is \
+                         still held; release it first",
+                        mode.name()
+                    )))
+                }
+                Token::Host(_) => {}
+            }
+        }
+        let mut host = ensure_host(&s, &mut st, mode.writes())?;
+        for part in self.fetch_boxes(mode, offset, range, &pages) {
+            for e in fetch(&s, &mut st, 0, &part, None)? {
+                e.wait()?;
+            }
+        }
+        // Data fetched into read-only user memory goes to a private copy
+        // instead, which the accessor must see.
+        host = host_ptr(&st).unwrap_or(host);
+        let hold = Arc::new(HostHold {
+            released: AtomicBool::new(false),
+            gates: Mutex::new(Vec::new()),
+        });
+        record(
+            &mut st,
+            pages,
+            mode.writes(),
+            Token::Host(hold.clone()),
+            0,
+            0,
+        );
+        if mode.writes() {
+            let g = s.geom;
+            for (i, b) in st.bits.iter_mut().enumerate() {
+                pages::set_box(&g, b, &pages, i == 0);
+            }
+            st.has_data = true;
+        }
+        let ptr = host + self.view.byte_offset(offset);
+        drop(st);
+        Ok(HostAccessor {
+            storage: s,
+            hold,
+            ptr,
+        })
+    }
+
+    /// Starts bringing every page home to the host; returns when the copies
+    /// are enqueued, with the events to wait for.
+    pub fn update_host(&self) -> Result<Vec<Arc<Event>>> {
+        let s = self.owner.storage.clone();
+        let _turn = s.take_turn();
+        let mut st = s.state.lock();
+        prune(&mut st);
+        ensure_host(&s, &mut st, true)?;
+        let all = s.geom.all_pages();
+        let evs = fetch(&s, &mut st, 0, &all, None)?;
+        for e in &evs {
+            record(&mut st, all, false, Token::Cmd(e.clone()), 0, 0);
+        }
+        Ok(evs)
+    }
+}

@@ -1,0 +1,306 @@
+//! A buffer's memory: its allocation on each device (made lazily, reused
+//! from released buffers, with sub-buffers and views where the device has
+//! no USM) and its host storage.
+
+use super::storage::{DevAlloc, HostMem, State, Storage, RELEASED_ALIVE};
+use crate::core::aspects::UsmStrategy;
+use crate::core::error::{Error, Result, Status};
+use crate::core::pages::{self, Box3, Geometry, PageBits};
+use crate::core::registry::AllocKind;
+use crate::opencl::ffi::*;
+use crate::opencl::loader::api;
+use crate::runtime::context::Context;
+use crate::runtime::platform::Device;
+use crate::runtime::queue::Queue;
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A released buffer's allocation of `bytes` on `device`, if one is kept
+/// or is freed by dropping finished commands.
+pub(crate) fn reuse(
+    ctx: &Context,
+    device: &'static Device,
+    bytes: usize,
+) -> Option<(usize, Option<usize>)> {
+    ctx.reuse_device_alloc(device, bytes).or_else(|| {
+        if RELEASED_ALIVE.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        // Every context: a released buffer used on several devices is held
+        // by finished commands of each.
+        Context::reclaim_all();
+        ctx.reuse_device_alloc(device, bytes)
+    })
+}
+
+/// Index (into bits) of the allocation on `device` through `ctx`.
+pub(crate) fn ensure_dev(
+    s: &Storage,
+    st: &mut State,
+    ctx: &Arc<Context>,
+    device: &'static Device,
+) -> Result<usize> {
+    if let Some(i) = st
+        .devs
+        .iter()
+        .position(|d| d.ctx.id == ctx.id && std::ptr::eq(d.device, device))
+    {
+        return Ok(i + 1);
+    }
+    let (p, mem) = if ctx.strategy == UsmStrategy::None {
+        // No USM: a plain memory object is the allocation.
+        let api = api()?;
+        let mut err = CL_SUCCESS;
+        // SAFETY: live context; no host pointer.
+        let m = unsafe {
+            (api.clCreateBuffer)(
+                ctx.cl,
+                CL_MEM_READ_WRITE,
+                s.geom.bytes(),
+                std::ptr::null_mut(),
+                &mut err,
+            )
+        };
+        if m.is_null() || err != CL_SUCCESS {
+            return Err(Error::opencl(
+                err,
+                &format!("clCreateBuffer of {} bytes", s.geom.bytes()),
+            ));
+        }
+        (std::ptr::null_mut(), Some(m as usize))
+    } else if let Some((p, mem)) = reuse(ctx, device, s.geom.bytes()) {
+        (p as *mut c_void, mem)
+    } else {
+        let p = match ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0) {
+            Err(e) if e.status == Status::OutOfDeviceMemory => {
+                // Released buffers' memory kept for reuse goes back first.
+                ctx.drop_device_cache();
+                ctx.usm_alloc(AllocKind::Device, Some(device), s.geom.bytes(), 0)?
+            }
+            r => r?,
+        };
+        let mem = if views_work(ctx, device) {
+            make_view(ctx, p, s.geom.bytes())
+        } else {
+            None
+        };
+        (p, mem)
+    };
+    st.devs.push(DevAlloc {
+        ctx: ctx.clone(),
+        device,
+        ptr: p as usize,
+        mem,
+        subs: Vec::new(),
+        queue: None,
+    });
+    st.bits.push(pages::new_bits(&s.geom, false));
+    Ok(st.devs.len())
+}
+
+/// The memory object of a no-USM allocation seen from byte `off` on.
+pub(crate) fn sub_buffer(s: &Storage, d: &mut DevAlloc, off: usize) -> Result<usize> {
+    let base = d
+        .mem
+        .ok_or_else(|| Error::new(Status::Internal, "allocation without memory object"))?;
+    if off == 0 {
+        return Ok(base);
+    }
+    if let Some(&(_, m)) = d.subs.iter().find(|(o, _)| *o == off) {
+        return Ok(m);
+    }
+    if off % d.device.base_align != 0 {
+        return Err(Error::new(
+            Status::FeatureNotSupported,
+            format!(
+                "an accessor starting {off} bytes into the buffer needs a sub-buffer on device {}, \
+                 which has no USM, and sub-buffers must start at multiples of its base address \
+                 alignment of {} bytes",
+                d.device.label(),
+                d.device.base_align
+            ),
+        ));
+    }
+    let api = api()?;
+    let region = [off, s.geom.bytes() - off];
+    let mut err = CL_SUCCESS;
+    // SAFETY: `base` is a live buffer; the region lies inside it and its
+    // origin is aligned as the device requires.
+    let m = unsafe {
+        (api.clCreateSubBuffer)(
+            base as cl_mem,
+            CL_MEM_READ_WRITE,
+            0x1220,
+            region.as_ptr().cast(),
+            &mut err,
+        )
+    };
+    if m.is_null() || err != CL_SUCCESS {
+        return Err(Error::opencl(err, "clCreateSubBuffer"));
+    }
+    d.subs.push((off, m as usize));
+    Ok(m as usize)
+}
+
+/// A `cl_mem` using the USM memory at `p` as its storage.
+pub(crate) fn make_view(ctx: &Context, p: *mut c_void, bytes: usize) -> Option<usize> {
+    let api = api().ok()?;
+    let mut err = CL_SUCCESS;
+    // SAFETY: `p` is a live allocation of `bytes` bytes in this context;
+    // with CL_MEM_USE_HOST_PTR the buffer uses that memory as its storage.
+    let m = unsafe {
+        (api.clCreateBuffer)(
+            ctx.cl,
+            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+            bytes,
+            p,
+            &mut err,
+        )
+    };
+    (err == CL_SUCCESS && !m.is_null()).then_some(m as usize)
+}
+
+/// Whether `cl_mem` views over USM device memory of `device` see the same
+/// bytes as the USM pointer (the specification promises it for SVM; some
+/// drivers copy instead). Checked once per device with a small round trip.
+pub fn views_work(ctx: &Arc<Context>, device: &'static Device) -> bool {
+    static CHECKED: Mutex<Vec<(usize, bool)>> = Mutex::new(Vec::new());
+    let key = device as *const Device as usize;
+    if let Some(&(_, ok)) = CHECKED.lock().iter().find(|(k, _)| *k == key) {
+        return ok;
+    }
+    let ok = probe_views(ctx, device).unwrap_or(false);
+    CHECKED.lock().push((key, ok));
+    ok
+}
+
+pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result<bool> {
+    let api = api()?;
+    const BYTES: usize = 256;
+    let p = ctx.usm_alloc(AllocKind::Device, Some(device), BYTES, 0)?;
+    let result = (|| -> Result<bool> {
+        let Some(m) = make_view(ctx, p, BYTES) else {
+            return Ok(false);
+        };
+        let q = Queue::create(ctx.clone(), device, true, false, None)?;
+        let pattern: Vec<u8> = (0..BYTES).map(|i| (i * 7 + 3) as u8).collect();
+        let mut back = vec![0u8; BYTES];
+        // Written through the pointer, read through the view.
+        // SAFETY: `p` holds BYTES bytes; `pattern` outlives the wait below.
+        let ev = unsafe { q.copy_raw(p, pattern.as_ptr().cast(), BYTES, &[], "view check", None) }?;
+        ev.wait()?;
+        // SAFETY: blocking read of BYTES bytes into `back`.
+        let rc = unsafe {
+            (api.clEnqueueReadBuffer)(
+                q.sync_cl(),
+                m as cl_mem,
+                CL_TRUE,
+                0,
+                BYTES,
+                back.as_mut_ptr().cast(),
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
+        let mut ok = rc == CL_SUCCESS && back == pattern;
+        if ok {
+            // Written through the view, read through the pointer.
+            let rev: Vec<u8> = pattern.iter().rev().copied().collect();
+            let origin = [0usize; 3];
+            let region = [BYTES, 1, 1];
+            // SAFETY: blocking rectangular write of BYTES bytes from `rev`.
+            let rc = unsafe {
+                (api.clEnqueueWriteBufferRect)(
+                    q.sync_cl(),
+                    m as cl_mem,
+                    CL_TRUE,
+                    origin.as_ptr(),
+                    origin.as_ptr(),
+                    region.as_ptr(),
+                    BYTES,
+                    BYTES,
+                    BYTES,
+                    BYTES,
+                    rev.as_ptr().cast(),
+                    0,
+                    std::ptr::null(),
+                    std::ptr::null_mut(),
+                )
+            };
+            back.fill(0);
+            // SAFETY: `back` holds BYTES bytes and outlives the wait.
+            let ev =
+                unsafe { q.copy_raw(back.as_mut_ptr().cast(), p, BYTES, &[], "view check", None) }?;
+            ev.wait()?;
+            ok = rc == CL_SUCCESS && back == rev;
+        }
+        drop(q);
+        // SAFETY: releasing the view made above.
+        unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+        Ok(ok)
+    })();
+    let _ = ctx.usm_free(p);
+    result
+}
+
+pub(crate) fn host_ptr(st: &State) -> Option<usize> {
+    match st.host {
+        HostMem::None => None,
+        HostMem::User { ptr, .. } | HostMem::Owned { ptr } => Some(ptr),
+    }
+}
+
+/// Makes sure host storage exists and, if `write`, may be written.
+pub(crate) fn ensure_host(s: &Storage, st: &mut State, write: bool) -> Result<usize> {
+    match st.host {
+        HostMem::Owned { ptr } => Ok(ptr),
+        HostMem::User { ptr, writable } if writable || !write => Ok(ptr),
+        HostMem::User { ptr, .. } => {
+            // Read-only user data: take a private copy before writing. Only
+            // the pages current on the host carry data worth copying; the
+            // others are outdated there and are fetched before any read.
+            let p = s.alloc_host(s.geom.bytes())?;
+            // SAFETY: both hold the buffer's bytes.
+            unsafe { copy_host_pages(&s.geom, &st.bits[0], ptr, p) };
+            st.host = HostMem::Owned { ptr: p };
+            Ok(p)
+        }
+        HostMem::None => {
+            let p = s.alloc_host(s.geom.bytes())?;
+            st.host = HostMem::Owned { ptr: p };
+            Ok(p)
+        }
+    }
+}
+
+/// Copies the pages marked in `host_bits` from `from` to `to`.
+///
+/// # Safety
+/// Both must hold the buffer's bytes and not overlap.
+pub(crate) unsafe fn copy_host_pages(g: &Geometry, host_bits: &PageBits, from: usize, to: usize) {
+    let n = g.pages();
+    for z in 0..n[0] {
+        for y in 0..n[1] {
+            for x in 0..n[2] {
+                if !host_bits[g.linear([z, y, x])] {
+                    continue;
+                }
+                let pb = Box3::new([z, y, x], [z + 1, y + 1, x + 1]);
+                for (off, len) in g.byte_runs(&g.elements_of(&pb)) {
+                    // SAFETY: the caller's guarantee; the runs lie inside
+                    // the buffer.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            (from + off) as *const u8,
+                            (to + off) as *mut u8,
+                            len,
+                        )
+                    };
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! What the user's buffer handles do: creation, views, final data and
+//! write-back, and the final write-back when the last handle goes.
+
+use super::alloc::{copy_host_pages, ensure_dev, host_ptr};
+use super::storage::{
+    Buffer, BufferDesc, HostMem, Mode, Owner, Ownership, State, Stats, Storage, Token, NEXT_ID,
+    RELEASED_ALIVE,
+};
+use super::transfer::{fetch, PRUNE_MIN};
+use crate::core::deps::Tracker;
+use crate::core::error::{Error, Result, Status};
+use crate::core::pages::{self, Box3, Geometry};
+use crate::runtime::queue::Queue;
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+impl Buffer {
+    pub fn create(d: BufferDesc) -> Result<Buffer> {
+        let range = pages::normalize(d.dims, &d.range, 1)?;
+        // All zero: the default page; otherwise unused leading dimensions
+        // get pages of 1 and a zero entry the default for that dimension.
+        let page = if d.page[..(d.dims as usize).min(3)].iter().all(|&x| x == 0) {
+            [0; 3]
+        } else {
+            pages::normalize(d.dims, &d.page, 1)?
+        };
+        let geom = Geometry::new(d.elem, range, page)?;
+        let needs_ptr = d.ownership != Ownership::None;
+        if needs_ptr && d.host_ptr == 0 {
+            return Err(Error::new(
+                Status::NullArgument,
+                "host_pointer is NULL but the ownership mode needs host memory",
+            ));
+        }
+        if !needs_ptr && d.host_ptr != 0 {
+            return Err(Error::invalid(
+                "host_pointer is given but the ownership mode is SYRAH_HOST_NONE",
+            ));
+        }
+        if d.ownership == Ownership::Shared && d.still_shared.is_none() {
+            return Err(Error::new(
+                Status::NullArgument,
+                "shared host memory needs a still_shared callback",
+            ));
+        }
+        let allocator = d.allocator.map(Arc::new);
+        let storage = Arc::new(Storage {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            geom,
+            allocator,
+            turn: Arc::new(Mutex::new(())),
+            state: Mutex::new(State {
+                host: HostMem::None,
+                bits: vec![pages::new_bits(&geom, false)],
+                devs: Vec::new(),
+                tracker: Tracker::new(),
+                prune_at: PRUNE_MIN,
+                has_data: false,
+                eventful: false,
+                stats: Stats::default(),
+            }),
+        });
+        {
+            let mut st = storage.state.lock();
+            match d.ownership {
+                Ownership::None => {}
+                Ownership::WriteBack | Ownership::Shared | Ownership::ReadOnly => {
+                    st.host = HostMem::User {
+                        ptr: d.host_ptr,
+                        writable: d.ownership != Ownership::ReadOnly,
+                    };
+                    st.bits[0].fill(true);
+                    st.has_data = true;
+                }
+                Ownership::CopyIn => {
+                    let p = storage.alloc_host(geom.bytes())?;
+                    // SAFETY: the user's pointer holds the buffer's bytes per
+                    // the contract; `p` is a fresh allocation of that size.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            d.host_ptr as *const u8,
+                            p as *mut u8,
+                            geom.bytes(),
+                        )
+                    };
+                    st.host = HostMem::Owned { ptr: p };
+                    st.bits[0].fill(true);
+                    st.has_data = true;
+                }
+            }
+        }
+        let owner = Arc::new(Owner {
+            storage,
+            ownership: d.ownership,
+            user_ptr: d.host_ptr,
+            still_shared: d.still_shared,
+            final_data: Mutex::new(None),
+            final_set: AtomicBool::new(false),
+            write_back: AtomicBool::new(true),
+        });
+        Ok(Buffer {
+            owner,
+            view: geom,
+            dims: d.dims,
+        })
+    }
+
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.owner.storage
+    }
+
+    /// A view of the same storage with another element size and range.
+    pub fn reinterpret(&self, elem: usize, dims: u32, range: [usize; 3]) -> Result<Buffer> {
+        let r = pages::normalize(dims, &range, 1)?;
+        let view = Geometry::new(elem, r, [0; 3])?;
+        let total = self.owner.storage.geom.bytes();
+        if view.bytes() != total {
+            return Err(Error::invalid(format!(
+                "a reinterpreted view must keep the buffer's {total} bytes; {r:?} elements of {elem} bytes are {} bytes",
+                view.bytes()
+            )));
+        }
+        Ok(Buffer {
+            owner: self.owner.clone(),
+            view,
+            dims,
+        })
+    }
+
+    /// The page boxes an access must bring up to date first: all its pages
+    /// when it needs the data; for discard modes only the pages it covers
+    /// in part, whose bytes outside the access must survive the page
+    /// becoming current on this allocation alone.
+    pub fn fetch_boxes(
+        &self,
+        mode: Mode,
+        offset: [usize; 3],
+        range: [usize; 3],
+        pages: &Box3,
+    ) -> Vec<Box3> {
+        if mode.needs_data() {
+            return vec![*pages];
+        }
+        let sg = &self.owner.storage.geom;
+        if self.view != *sg {
+            // A reinterpreted view: its exact coverage is not a page box.
+            return vec![*pages];
+        }
+        pages::subtract(pages, &sg.covered_box(offset, range))
+    }
+
+    /// The storage pages an element box of this view touches.
+    pub fn pages_of(&self, offset: [usize; 3], range: [usize; 3]) -> Result<Box3> {
+        self.view.check_elements(offset, range)?;
+        let sg = &self.owner.storage.geom;
+        if self.view == *sg {
+            return Ok(sg.page_box(offset, range));
+        }
+        let start = self.view.byte_offset(offset);
+        let last = [
+            offset[0] + range[0] - 1,
+            offset[1] + range[1] - 1,
+            offset[2] + range[2] - 1,
+        ];
+        let end = self.view.byte_offset(last) + self.view.elem;
+        Ok(sg.page_box_of_bytes(start, end))
+    }
+
+    pub fn set_final_data(&self, ptr: usize) {
+        *self.owner.final_data.lock() = (ptr != 0).then_some(ptr);
+        self.owner.final_set.store(true, Ordering::Release);
+    }
+
+    pub fn set_write_back(&self, on: bool) {
+        self.owner.write_back.store(on, Ordering::Release);
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.owner.storage.state.lock().stats
+    }
+
+    /// The buffer's allocation on the queue's device as a native object:
+    /// a USM pointer (true) or, without USM, its `cl_mem` (false).
+    pub fn native(&self, q: &Queue) -> Result<(*mut c_void, bool)> {
+        let s = &self.owner.storage;
+        let mut st = s.state.lock();
+        let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
+        let d = &st.devs[i - 1];
+        Ok(if d.ptr != 0 {
+            (d.ptr as *mut c_void, true)
+        } else {
+            (d.mem.unwrap_or(0) as *mut c_void, false)
+        })
+    }
+
+    /// The allocation of this buffer on the queue's device (made now if it
+    /// does not exist yet): valid until the buffer is destroyed.
+    pub fn device_pointer(&self, q: &Queue) -> Result<*mut c_void> {
+        let s = &self.owner.storage;
+        let mut st = s.state.lock();
+        let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
+        let p = st.devs[i - 1].ptr;
+        if p == 0 {
+            return Err(Error::new(
+                Status::FeatureNotSupported,
+                format!(
+                    "device {} has no USM: its allocation of the buffer is a plain memory object, not a pointer",
+                    q.device.label()
+                ),
+            ));
+        }
+        Ok(p as *mut c_void)
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        RELEASED_ALIVE.fetch_add(1, Ordering::AcqRel);
+        let dest = if !self.write_back.load(Ordering::Acquire) {
+            None
+        } else if self.final_set.load(Ordering::Acquire) {
+            *self.final_data.get_mut()
+        } else {
+            match self.ownership {
+                Ownership::WriteBack => Some(self.user_ptr),
+                Ownership::Shared => match self.still_shared {
+                    // SAFETY: the user's callback with its user data.
+                    Some((f, ud)) if unsafe { f(ud as *mut c_void) } => Some(self.user_ptr),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let Some(dest) = dest else { return };
+        let s = self.storage.clone();
+        let mut st = s.state.lock();
+        // Wait for every writer, then bring the pages home.
+        for t in st.tracker.tokens() {
+            match t {
+                Token::Cmd(e) => {
+                    let _ = e.wait();
+                }
+                Token::Lane(p) => {
+                    if let Ok(Some(e)) = p.event() {
+                        let _ = e.wait();
+                    }
+                }
+                Token::Host(_) => {}
+            }
+        }
+        let g = s.geom;
+        let all = g.all_pages();
+        let host = match fetch(&s, &mut st, 0, &all, None) {
+            Ok(evs) => {
+                for e in evs {
+                    let _ = e.wait();
+                }
+                host_ptr(&st)
+            }
+            Err(e) => {
+                eprintln!(
+                    "syrah: writing the buffer back at release failed: {}",
+                    e.message
+                );
+                None
+            }
+        };
+        let Some(h) = host else { return };
+        if h == dest {
+            return;
+        }
+        // Copy the pages that hold data; pages never written anywhere leave
+        // the destination untouched.
+        // SAFETY: both hold the buffer's bytes: the host storage and the
+        // destination the user named.
+        unsafe { copy_host_pages(&g, &st.bits[0], h, dest) };
+    }
+}

@@ -1,0 +1,18 @@
+//! Buffers: fixed-size storage with one lazily made allocation per device
+//! (through the device's USM strategy) plus host storage, page-granular
+//! up-to-date tracking, transfers planned from the page bits, and
+//! dependencies inferred from accesses. The files, from the bottom up:
+//! `storage` (the state), `alloc` (memory), `transfer` (moving pages and
+//! recording commands), `access` (command groups' and host accessors),
+//! `copies` (explicit copies and fills) and `handle` (the user's handles).
+
+mod access;
+mod alloc;
+mod copies;
+mod handle;
+mod storage;
+mod transfer;
+
+pub use access::{held_storages, AccessReq, HostAccessor, HostPrepared, Prepared};
+pub use alloc::views_work;
+pub use storage::{Allocator, Buffer, BufferDesc, Deps, Mode, Ownership, Stats, Storage, Turn};
