@@ -1,0 +1,176 @@
+//! Lanes: opening the in-order OpenCL queues a queue spreads its commands
+//! over, and what a lane knows of the commands on it.
+
+use super::state::{GroupLane, Held, Keep, Lane, LanePos, Queue, LANES, POINTS};
+use crate::core::error::{Error, Result};
+use crate::opencl::ffi::*;
+use crate::opencl::loader::api;
+use crate::runtime::context::Context;
+use crate::runtime::event::Event;
+use crate::runtime::platform::Device;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+impl LanePos {
+    /// An event that completes once the command has: the lane's tail when
+    /// it covers the command, else a marker enqueued now. None when the
+    /// queue is gone (its release finished everything).
+    pub fn event(&self) -> Result<Option<Arc<Event>>> {
+        self.event_exact().map(|(e, _)| e)
+    }
+
+    /// [`LanePos::event`], and whether the event stands for little more
+    /// than this command: false when it also waits for commands enqueued
+    /// on the lane after this one (at most one more is let pass).
+    pub fn event_exact(&self) -> Result<(Option<Arc<Event>>, bool)> {
+        match self.queue.upgrade() {
+            Some(q) => q.event_at(self.lane, self.seq),
+            None => Ok((None, true)),
+        }
+    }
+
+    /// True once the command is known to have finished (false while it is
+    /// not known, asking the driver at most about the lane's tail).
+    pub fn is_done(&self) -> bool {
+        self.queue
+            .upgrade()
+            .is_none_or(|q| q.lane_done(self.lane, self.seq))
+    }
+
+    /// True when commands of `q` are ordered after this one by `q` itself:
+    /// `q` is this in-order queue.
+    pub fn orders(&self, q: &Queue) -> bool {
+        q.in_order && self.is_of(q)
+    }
+
+    /// True when the command was submitted to `q`.
+    pub fn is_of(&self, q: &Queue) -> bool {
+        std::ptr::eq(self.queue.as_ptr(), q)
+    }
+}
+
+impl Lane {
+    pub(crate) fn new(cl: cl_command_queue) -> Lane {
+        Lane {
+            id: next_lane_id(),
+            cl,
+            tail: None,
+            gated: false,
+            seq: 0,
+            tail_seq: 0,
+            quiet_keep: Vec::new(),
+            quiet_deps: SmallVec::new(),
+            done_through: 0,
+            points: VecDeque::new(),
+        }
+    }
+
+    /// Commands that went on the lane without events after its tail and
+    /// are not known to have finished.
+    pub(crate) fn quiet_run(&self) -> u64 {
+        self.seq
+            .saturating_sub(self.tail_seq.max(self.done_through))
+    }
+
+    /// Whether there are any.
+    pub(crate) fn quiet(&self) -> bool {
+        self.quiet_run() > 0
+    }
+
+    /// Whether a command put on the lane waits behind nothing indefinite.
+    pub(crate) fn usable(&self) -> bool {
+        !self.gated || self.tail.as_ref().is_none_or(|t| t.is_done())
+    }
+
+    /// The first tracked command at or after place `seq` that waits for
+    /// nothing indefinite (see `points`); None when there is none yet.
+    pub(crate) fn covering(&self, seq: u64) -> Option<(u64, Arc<Event>)> {
+        self.points
+            .iter()
+            .find(|(at, _)| *at >= seq)
+            .map(|(at, ev)| (*at, ev.clone()))
+    }
+
+    /// Makes `ev`, just enqueued, the tail; hands back what the commands
+    /// without events before it kept and waited for.
+    pub(crate) fn set_tail(
+        &mut self,
+        ev: &Arc<Event>,
+        gated: bool,
+    ) -> (Keep, SmallVec<[Arc<Event>; 4]>) {
+        self.seq += 1;
+        ev.lane_seq
+            .store(self.seq, std::sync::atomic::Ordering::Release);
+        ev.lane.store(self.id, std::sync::atomic::Ordering::Release);
+        self.tail_seq = self.seq;
+        self.tail = Some(ev.clone());
+        self.gated = gated;
+        if !gated {
+            if self.points.len() == POINTS {
+                self.points.pop_front();
+            }
+            self.points.push_back((self.seq, ev.clone()));
+        }
+        let kept = std::mem::take(&mut self.quiet_keep);
+        let keep = (!kept.is_empty()).then_some(Held::List(kept));
+        (keep, std::mem::take(&mut self.quiet_deps))
+    }
+}
+
+impl Drop for GroupLane<'_> {
+    fn drop(&mut self) {
+        if let Some(q) = self.0 {
+            q.lanes.lock().group = None;
+        }
+    }
+}
+
+/// Lanes for independent work on `device`: four, or one per compute unit
+/// up to sixteen on a CPU, whose driver runs each queue's commands one at
+/// a time on its cores.
+pub(crate) fn lanes_for(device: &Device) -> usize {
+    if device.kind == crate::core::selector::DeviceKind::Cpu {
+        (device.compute_units as usize).clamp(LANES, 16)
+    } else {
+        LANES
+    }
+}
+
+pub(crate) fn next_lane_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// An in-order OpenCL queue on `device`.
+pub(crate) fn open_lane(
+    ctx: &Context,
+    device: &Device,
+    props: cl_command_queue_properties,
+) -> Result<cl_command_queue> {
+    let api = api()?;
+    let mut err = CL_SUCCESS;
+    let cl = match api.clCreateCommandQueueWithProperties {
+        Some(f) => {
+            let list: [cl_queue_properties; 3] = [CL_QUEUE_PROPERTIES, props, 0];
+            // SAFETY: live context and one of its devices; the property
+            // list is zero-terminated.
+            unsafe { f(ctx.cl, device.id, list.as_ptr(), &mut err) }
+        }
+        // SAFETY: as above, through the OpenCL 1.x entry point.
+        None => unsafe { (api.clCreateCommandQueue)(ctx.cl, device.id, props, &mut err) },
+    };
+    if cl.is_null() || err != CL_SUCCESS {
+        return Err(Error::opencl(err, "clCreateCommandQueueWithProperties"));
+    }
+    Ok(cl)
+}
+
+/// Pointer to a wait list's first element, or null when it is empty.
+pub fn ptr_or_null(v: &[cl_event]) -> *const cl_event {
+    if v.is_empty() {
+        std::ptr::null()
+    } else {
+        v.as_ptr()
+    }
+}

@@ -1,0 +1,180 @@
+//! The queue's state: the queue itself, its in-order lanes, the commands in
+//! flight, and the records a submitted command leaves (its event or its
+//! place on a lane, and what it keeps alive).
+
+use crate::core::error::Error;
+use crate::opencl::ffi::*;
+use crate::runtime::context::Context;
+use crate::runtime::event::Event;
+use crate::runtime::platform::Device;
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::any::Any;
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Called once per asynchronous error: the queue, the status, the message
+/// and the user data given at creation.
+pub type AsyncHandler =
+    unsafe extern "C" fn(*const Queue, i32, *const std::ffi::c_char, *mut c_void);
+
+/// What a command keeps alive until it completes.
+pub enum Held {
+    /// Anything (e.g. a fill's seed bytes).
+    Any(Box<dyn Any + Send>),
+    /// The storages of the buffers it accesses (inline while few), held as
+    /// opaque shared objects: the queue only keeps them alive.
+    Storages(SmallVec<[Arc<dyn Any + Send + Sync>; 2]>),
+    /// What several commands keep (those a marker stands for).
+    List(Vec<Held>),
+}
+
+/// Where a command enqueued without an event stands: its in-order lane and
+/// its place there. An event standing for it (and everything before it on
+/// the lane) is made only when something off the lane must wait for it.
+#[derive(Clone)]
+pub struct LanePos {
+    pub queue: std::sync::Weak<Queue>,
+    pub lane: u64,
+    pub seq: u64,
+}
+
+/// Places on lanes of one queue that a command must follow.
+pub type LanePositions = SmallVec<[LanePos; 2]>;
+
+/// What submitting a command left: its event, or its place on a lane.
+pub enum Submitted {
+    Event(Arc<Event>),
+    Quiet(LanePos),
+}
+
+impl Submitted {
+    /// Records the bytes the command moves on its event, if it has one
+    /// (for the trace; a command without an event is not traced).
+    pub fn with_bytes(self, n: usize) -> Submitted {
+        match self {
+            Submitted::Event(e) => Submitted::Event(e.with_bytes(n)),
+            quiet => quiet,
+        }
+    }
+}
+
+/// Optional [`Held`].
+pub type Keep = Option<Held>;
+
+pub(crate) struct Entry {
+    pub(crate) event: Arc<Event>,
+    /// Kept alive until the command completes.
+    pub(crate) keep: Keep,
+    /// The device whose profiling timestamps go into the trace, if any.
+    pub(crate) timed: Option<&'static Device>,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if let (Some(dev), Some(t)) = (self.timed, crate::runtime::trace::tracer()) {
+            if self.event.is_settled() {
+                t.command_done(&self.event, dev);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Inflight {
+    pub(crate) entries: VecDeque<Entry>,
+    /// Length at which the next full scan happens.
+    pub(crate) scan_at: usize,
+    /// Submissions since the oldest entries were last looked at.
+    pub(crate) since_front: usize,
+}
+
+pub(crate) struct Lane {
+    /// Process-unique id of the lane.
+    pub(crate) id: u64,
+    pub(crate) cl: cl_command_queue,
+    pub(crate) tail: Option<Arc<Event>>,
+    /// The tail waits on something that may not finish soon.
+    pub(crate) gated: bool,
+    /// Commands enqueued on the lane so far; the tail is command
+    /// `tail_seq`, and those after it went without events (see
+    /// `submit_quiet`): a marker stands for them when one is needed.
+    pub(crate) seq: u64,
+    pub(crate) tail_seq: u64,
+    /// For the commands without events since the tail: what they keep
+    /// alive and the unfinished commands they waited for (whose failure
+    /// becomes theirs); the next tracked command takes these over.
+    pub(crate) quiet_keep: Vec<Held>,
+    pub(crate) quiet_deps: SmallVec<[Arc<Event>; 4]>,
+    /// Commands up to this place are known to have finished: a queue wait
+    /// finished the lane as a whole (see `finish_plain_lanes`).
+    pub(crate) done_through: u64,
+    /// The last few tracked commands of the lane that wait for nothing
+    /// indefinite, with their places, oldest first: each stands for the
+    /// commands before it. A lane is sealed before a gated command joins
+    /// it, so the first of these at or after a command's place never waits
+    /// for a gate the command itself does not wait for.
+    pub(crate) points: VecDeque<(u64, Arc<Event>)>,
+}
+
+/// Points a lane remembers.
+pub(crate) const POINTS: usize = 16;
+
+/// Commands without events after which a lane gets a marker anyway, so
+/// that what they keep alive is let go soon after they finish.
+pub(crate) const QUIET_RUN: u64 = 64;
+
+pub(crate) struct Lanes {
+    pub(crate) list: Vec<Lane>,
+    pub(crate) next: usize,
+    /// The last barrier: later commands wait for it.
+    pub(crate) barrier: Option<Arc<Event>>,
+    /// While a command group is being submitted (`Some`): the lane its
+    /// first command went to, which the rest follow.
+    pub(crate) group: Option<Option<usize>>,
+}
+
+/// Keeps the commands of one command group (its transfers and itself) on
+/// one lane until dropped: some drivers run a command that waits for
+/// another queue's work slower (Intel's CPU runtime ran a kernel behind
+/// copies on other lanes at half speed).
+pub struct GroupLane<'a>(pub(crate) Option<&'a Queue>);
+
+/// Lanes an out-of-order queue spreads independent work over.
+pub(crate) const LANES: usize = 4;
+
+/// Lanes opened beyond those to keep gated work apart.
+pub(crate) const GATED_LANES: usize = 12;
+
+pub struct Queue {
+    pub ctx: Arc<Context>,
+    pub device: &'static Device,
+    pub(crate) lanes: Mutex<Lanes>,
+    pub(crate) props: cl_command_queue_properties,
+    pub in_order: bool,
+    pub profiling: bool,
+    /// Lanes for independent work.
+    pub(crate) width: usize,
+    /// Lanes record timestamps for the trace.
+    pub(crate) timed: bool,
+    pub(crate) handler: Option<(AsyncHandler, usize)>,
+    pub(crate) me: std::sync::Weak<Queue>,
+    pub(crate) inflight: Mutex<Inflight>,
+    pub(crate) errors: Mutex<Vec<Error>>,
+}
+
+// SAFETY: cl_command_queue is thread-safe per the OpenCL specification; the
+// handler's user data is only passed back to the user's callback, which the
+// header documents may run on any thread.
+unsafe impl Send for Queue {}
+
+// SAFETY: as above; mutable state is behind mutexes.
+unsafe impl Sync for Queue {}
+
+pub(crate) const SCAN_MIN: usize = 64;
+
+pub(crate) const FRONT_EVERY: usize = 32;
+
+/// Entries at the front of the list whose lanes are looked at together.
+pub(crate) const INFER_WINDOW: usize = 128;

@@ -1,0 +1,507 @@
+//! Submitting: creating a queue, choosing a lane for a command, enqueueing
+//! it with or without an event, and the events that stand for commands
+//! enqueued without one.
+
+use super::lanes::{lanes_for, open_lane};
+use super::state::{
+    AsyncHandler, GroupLane, Held, Inflight, Keep, Lane, LanePos, Lanes, Queue, Submitted,
+    GATED_LANES, QUIET_RUN, SCAN_MIN,
+};
+use crate::core::error::{Error, Result, Status};
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, check};
+use crate::runtime::context::Context;
+use crate::runtime::event::Event;
+use crate::runtime::platform::Device;
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+
+impl Queue {
+    pub fn create(
+        ctx: Arc<Context>,
+        device: &'static Device,
+        in_order: bool,
+        profiling: bool,
+        handler: Option<(AsyncHandler, usize)>,
+    ) -> Result<Arc<Queue>> {
+        ctx.require_device(device)?;
+        if profiling && !device.profiling {
+            return Err(Error::new(
+                Status::FeatureNotSupported,
+                format!("device {} does not support profiling", device.label()),
+            ));
+        }
+        let mut props: cl_command_queue_properties = 0;
+        let timed = crate::runtime::trace::timing() && device.profiling;
+        if profiling || timed {
+            props |= CL_QUEUE_PROFILING_ENABLE;
+        }
+        let first = open_lane(&ctx, device, props)?;
+        let q = Arc::new_cyclic(|me| Queue {
+            ctx: ctx.clone(),
+            device,
+            lanes: Mutex::new(Lanes {
+                list: vec![Lane::new(first)],
+                next: 0,
+                barrier: None,
+                group: None,
+            }),
+            props,
+            in_order,
+            profiling,
+            width: lanes_for(device),
+            timed,
+            handler,
+            me: me.clone(),
+            inflight: Mutex::new(Inflight {
+                entries: VecDeque::new(),
+                scan_at: SCAN_MIN,
+                since_front: 0,
+            }),
+            errors: Mutex::new(Vec::new()),
+        });
+        let mut qs = ctx.queues.lock();
+        qs.retain(|w| w.strong_count() > 0);
+        qs.push(Arc::downgrade(&q) as Weak<dyn crate::runtime::context::QueueWork>);
+        Ok(q)
+    }
+
+    /// A strong reference to this queue, while one exists.
+    pub fn self_arc(&self) -> Option<Arc<Queue>> {
+        self.me.upgrade()
+    }
+
+    /// OpenCL wait list for `deps`. Events of another context cannot be
+    /// waited on by OpenCL; those are waited for on the host here.
+    pub fn wait_list(&self, deps: &[Arc<Event>]) -> Result<Vec<cl_event>> {
+        let mut out = Vec::with_capacity(deps.len());
+        for d in deps {
+            if d.ctx_id == self.ctx.id {
+                out.push(d.cl);
+            } else {
+                d.wait()?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// What a command submitted now must follow on an in-order queue: the
+    /// last command of every lane and the last host-side work (a host task
+    /// is on no lane).
+    pub(crate) fn tails(&self) -> Result<Vec<Arc<Event>>> {
+        self.seal()?;
+        let lanes = self.lanes.lock();
+        Ok(lanes
+            .list
+            .iter()
+            .filter_map(|l| l.tail.clone())
+            .chain(lanes.barrier.clone())
+            .collect())
+    }
+
+    /// Gives every lane that ran commands without events a marker as its
+    /// tail, standing for them (an in-order lane's marker completes after
+    /// everything before it).
+    pub(crate) fn seal(&self) -> Result<()> {
+        let mut made = Vec::new();
+        let sealed = {
+            let mut lanes = self.lanes.lock();
+            let mut sealed = Ok(());
+            for lane in lanes.list.iter_mut().filter(|l| l.quiet()) {
+                match self.seal_lane(lane) {
+                    Ok(m) => made.push(m),
+                    Err(e) => {
+                        sealed = Err(e);
+                        break;
+                    }
+                }
+            }
+            sealed
+        };
+        for (ev, keep) in made {
+            self.track(ev, keep);
+        }
+        sealed
+    }
+
+    /// Enqueues a marker standing for the commands without events of
+    /// `lane`; returns it, to be tracked, with what they keep.
+    pub(crate) fn seal_lane(&self, lane: &mut Lane) -> Result<(Arc<Event>, Keep)> {
+        let api = api()?;
+        let mut cl: cl_event = std::ptr::null_mut();
+        // SAFETY: a live queue; no wait list; `cl` receives the event.
+        let rc =
+            unsafe { (api.clEnqueueMarkerWithWaitList)(lane.cl, 0, std::ptr::null(), &mut cl) };
+        check(rc, "clEnqueueMarkerWithWaitList")?;
+        let ev = Event::new(
+            cl,
+            self.ctx.id,
+            "commands enqueued without an event".into(),
+            self.profiling,
+            SmallVec::new(),
+            self.me.clone(),
+        );
+        let (keep, deps) = lane.set_tail(&ev, false);
+        ev.add_deps(deps);
+        Ok((ev, keep))
+    }
+
+    /// An event that completes once command `seq` of lane `lane` has (see
+    /// [`LanePos::event`]).
+    pub(crate) fn event_at(&self, lane: u64, seq: u64) -> Result<(Option<Arc<Event>>, bool)> {
+        let find = |lanes: &Lanes| match lanes.list.iter().find(|l| l.id == lane) {
+            None => Some((None, true)),
+            Some(l) if seq <= l.done_through => Some((None, true)),
+            Some(l) => l.covering(seq).map(|(at, ev)| (Some(ev), at <= seq + 1)),
+        };
+        if let Some(found) = find(&self.lanes.lock()) {
+            return Ok(found);
+        }
+        self.seal()?;
+        let lanes = self.lanes.lock();
+        Ok(find(&lanes).unwrap_or_else(|| {
+            let tail = lanes
+                .list
+                .iter()
+                .find(|l| l.id == lane)
+                .and_then(|l| l.tail.clone());
+            (tail, false)
+        }))
+    }
+
+    /// Whether command `seq` of lane `lane` is known to have finished.
+    pub(crate) fn lane_done(&self, lane: u64, seq: u64) -> bool {
+        let ev = {
+            let lanes = self.lanes.lock();
+            match lanes.list.iter().find(|l| l.id == lane) {
+                None => return true,
+                Some(l) if seq <= l.done_through => return true,
+                Some(l) => match l.covering(seq) {
+                    Some((_, ev)) => ev,
+                    None => return false,
+                },
+            }
+        };
+        ev.is_done()
+    }
+
+    /// Enqueues a command nobody asked an event for without asking OpenCL
+    /// for one: drivers charge microseconds per event and per status query.
+    /// It goes on the lane of the commands at `on_lanes` it follows (an
+    /// in-order queue has one lane), or on a lane picked as for any command.
+    /// The lane keeps `keep` until a marker or a later tracked command
+    /// stands for the command, which happens when something off the lane
+    /// must wait for it (see [`LanePos::event`]), at a queue wait, or every
+    /// [`QUIET_RUN`] such commands that keep something (on an out-of-order
+    /// queue, every [`QUIET_RUN`] in any case). Falls back to `submit` (returning its
+    /// event) when the command must be tracked: tracing, a dependency that
+    /// may block or belongs to another context, or a lane to follow that
+    /// waits behind a gate.
+    pub(crate) fn submit_quiet(
+        &self,
+        deps: &[Arc<Event>],
+        on_lanes: &[LanePos],
+        what: impl Into<Arc<str>>,
+        keep: Keep,
+        want_event: bool,
+        enqueue: impl FnOnce(cl_command_queue, &[cl_event], *mut cl_event) -> Result<()>,
+    ) -> Result<Submitted> {
+        // An in-order queue's one lane orders the command after commands of
+        // `on_lanes` anyway. On an out-of-order queue it follows those of
+        // the first lane named there; the others get events to wait on.
+        let mut others: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
+        let mut follow = None;
+        if !self.in_order {
+            for p in on_lanes {
+                match follow {
+                    None => follow = Some(p.lane),
+                    Some(l) if l == p.lane => {}
+                    Some(_) => others.extend(self.event_at(p.lane, p.seq)?.0),
+                }
+            }
+        }
+        if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
+            let api = api()?;
+            let mut lanes = self.lanes.lock();
+            if lanes.barrier.as_ref().is_some_and(|b| b.is_done()) {
+                lanes.barrier = None;
+            }
+            let all: SmallVec<[Arc<Event>; 8]> = deps
+                .iter()
+                .chain(&others)
+                .chain(lanes.barrier.iter())
+                .cloned()
+                .collect();
+            let simple = all.iter().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
+            let at = |lanes: &Lanes, id: u64| lanes.list.iter().position(|l| l.id == id);
+            let chosen = match (simple, self.in_order, lanes.group, follow) {
+                (false, ..) => None,
+                (true, true, ..) => Some(0),
+                (true, false, Some(Some(g)), None) => Some(g),
+                (true, false, Some(Some(g)), Some(f)) => (lanes.list[g].id == f).then_some(g),
+                // Not behind a gated command: the tracked path waits for
+                // the commands followed through the marker before it.
+                (true, false, _, Some(f)) => at(&lanes, f).filter(|&i| lanes.list[i].usable()),
+                (true, false, _, None) => Some(self.pick_lane(&mut lanes, &all, false)?),
+            };
+            if let Some(i) = chosen {
+                if let Some(g) = lanes.group.as_mut() {
+                    g.get_or_insert(i);
+                }
+                let lane = &mut lanes.list[i];
+                let wl: SmallVec<[cl_event; 8]> = all
+                    .iter()
+                    .filter(|d| d.waited_for_on(lane.id))
+                    .map(|d| d.cl)
+                    .collect();
+                enqueue(lane.cl, &wl, std::ptr::null_mut())?;
+                lane.seq += 1;
+                lane.quiet_keep.extend(keep);
+                for d in all.into_iter().filter(|d| d.passes_failure_on()) {
+                    if !lane.quiet_deps.iter().any(|q| Arc::ptr_eq(q, &d)) {
+                        lane.quiet_deps.push(d);
+                    }
+                }
+                // SAFETY: flushing a live queue so the command starts.
+                unsafe { (api.clFlush)(lane.cl) };
+                let pos = LanePos {
+                    queue: self.me.clone(),
+                    lane: lane.id,
+                    seq: lane.seq,
+                };
+                // Sealed every QUIET_RUN commands to let go of what they
+                // keep and, on an out-of-order queue, to show when the lane
+                // is idle again; an in-order queue's lane holding nothing
+                // needs no marker until something asks for one.
+                let full = lane.quiet_run() >= QUIET_RUN
+                    && !(self.in_order && lane.quiet_keep.is_empty() && lane.quiet_deps.is_empty());
+                drop(lanes);
+                if full {
+                    // The command is enqueued whatever happens here: a
+                    // marker that cannot be made now is made (or its error
+                    // reported) when one is needed.
+                    let _ = self.seal();
+                }
+                return Ok(Submitted::Quiet(pos));
+            }
+        }
+        // Tracked: what the command follows on a lane gets an event too.
+        let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
+        all.extend(others);
+        if let Some(p) = on_lanes.iter().rev().find(|p| Some(p.lane) == follow) {
+            all.extend(self.event_at(p.lane, p.seq)?.0);
+        }
+        self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, ev))
+            .map(Submitted::Event)
+    }
+
+    /// True when a command submitted now would run right behind `ev` on
+    /// its lane, waiting for nothing else the queue imposes.
+    pub(crate) fn follows_directly(&self, ev: &Arc<Event>) -> bool {
+        let lanes = self.lanes.lock();
+        lanes
+            .barrier
+            .as_ref()
+            .is_none_or(|b| Arc::ptr_eq(b, ev) || b.is_done())
+            && lanes
+                .list
+                .iter()
+                .any(|l| !l.quiet() && l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
+    }
+
+    /// Makes every later command of the queue wait for `ev` (how host-side
+    /// work keeps an in-order queue's order).
+    pub(crate) fn order_after(&self, ev: &Arc<Event>) {
+        self.lanes.lock().barrier = Some(ev.clone());
+    }
+
+    /// An OpenCL queue of this queue's device for blocking helper calls.
+    pub fn sync_cl(&self) -> cl_command_queue {
+        self.lanes.lock().list[0].cl
+    }
+
+    /// Starts a command group: its commands share one lane until the
+    /// returned guard is dropped. An in-order queue has one lane anyway.
+    pub fn group_lane(&self) -> GroupLane<'_> {
+        if self.in_order {
+            return GroupLane(None);
+        }
+        self.lanes.lock().group = Some(None);
+        GroupLane(Some(self))
+    }
+
+    /// Picks the lane for a command with dependencies `deps`.
+    pub(crate) fn pick_lane(
+        &self,
+        lanes: &mut Lanes,
+        deps: &[Arc<Event>],
+        blocking: bool,
+    ) -> Result<usize> {
+        if self.in_order {
+            return Ok(0);
+        }
+        // Behind a dependency that is the last command of a lane.
+        if let Some(i) = lanes.list.iter().position(|l| {
+            l.tail
+                .as_ref()
+                .is_some_and(|t| deps.iter().any(|d| Arc::ptr_eq(d, t)))
+        }) {
+            return Ok(i);
+        }
+        let usable = Lane::usable;
+        // Behind a dependency that ran on a lane of this queue, when nothing
+        // gated came after it there: the lane's order then covers the wait.
+        // (One known to have finished places nothing; the driver is not
+        // asked, as some charge microseconds per question.)
+        if let Some(i) = lanes.list.iter().position(|l| {
+            usable(l)
+                && deps.iter().any(|d| {
+                    d.lane.load(std::sync::atomic::Ordering::Acquire) == l.id && !d.known_done()
+                })
+        }) {
+            return Ok(i);
+        }
+        let n = lanes.list.len();
+        // A lane known to be idle first, then the next usable one in turn.
+        // A lane with commands after its tail that went without events
+        // counts as busy. (The driver is not asked: what finished is
+        // learned as finished commands are let go.)
+        if let Some(i) = (0..n).find(|&i| {
+            let l = &lanes.list[i];
+            !l.quiet() && l.tail.as_ref().is_none_or(|t| t.known_done())
+        }) {
+            if n >= self.width || i > 0 || blocking {
+                lanes.next = i + 1;
+                return Ok(i);
+            }
+        }
+        let most = self.width + GATED_LANES;
+        if n < self.width
+            || (blocking && n < most)
+            || !(0..n).any(|i| usable(&lanes.list[i])) && n < most
+        {
+            let cl = open_lane(&self.ctx, self.device, self.props)?;
+            lanes.list.push(Lane::new(cl));
+            return Ok(n);
+        }
+        for k in 0..n {
+            let i = (lanes.next + k) % n;
+            if usable(&lanes.list[i]) {
+                lanes.next = i + 1;
+                return Ok(i);
+            }
+        }
+        lanes.next += 1;
+        Ok(lanes.next % n)
+    }
+
+    /// Enqueues one command: chooses a lane, builds the wait list (leaving
+    /// out a dependency the lane's order already covers), lets `enqueue`
+    /// issue the OpenCL call on that lane, and tracks the new event.
+    pub fn submit(
+        &self,
+        deps: &[Arc<Event>],
+        what: impl Into<Arc<str>>,
+        keep: Keep,
+        enqueue: impl FnOnce(cl_command_queue, &[cl_event], &mut cl_event) -> Result<()>,
+    ) -> Result<Arc<Event>> {
+        let api = api()?;
+        let mut lanes = self.lanes.lock();
+        let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
+        if let Some(b) = &lanes.barrier {
+            if b.is_done() {
+                lanes.barrier = None;
+            } else {
+                all.push(b.clone());
+            }
+        }
+        // Commands of other contexts are waited for through user events of
+        // this one, completed from their callbacks: never on this thread.
+        let mut bridges: SmallVec<[Arc<Event>; 2]> = SmallVec::new();
+        for d in &all {
+            if d.ctx_id != self.ctx.id && !d.is_done() {
+                bridges.push(crate::runtime::watch::bridge(&self.ctx, d)?);
+            }
+        }
+        let blocking = all.iter().chain(&bridges).any(|d| d.blocks());
+        let i = match lanes.group {
+            Some(Some(g)) if !blocking => g,
+            _ => self.pick_lane(&mut lanes, &all, blocking)?,
+        };
+        if let Some(g) = lanes.group.as_mut() {
+            g.get_or_insert(i);
+        }
+        // Commands without events before a gated one get a marker of their
+        // own first: what waits for them must not wait for the gate.
+        let sealed_first = if blocking && lanes.list[i].quiet() {
+            Some(self.seal_lane(&mut lanes.list[i])?)
+        } else {
+            None
+        };
+        let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
+        let lane_id = lanes.list[i].id;
+        for d in &all {
+            // Another context's command is waited for through its bridge.
+            if d.ctx_id == self.ctx.id && d.waited_for_on(lane_id) {
+                wl.push(d.cl);
+            }
+        }
+        wl.extend(bridges.iter().map(|b| b.cl));
+        let tracer = crate::runtime::trace::tracer();
+        let submitted = tracer.map_or(0, |t| t.now_ns());
+        let mut cl: cl_event = std::ptr::null_mut();
+        if let Err(e) = enqueue(lanes.list[i].cl, &wl, &mut cl) {
+            drop(lanes);
+            if let Some((marker, kept)) = sealed_first {
+                self.track(marker, kept);
+            }
+            return Err(e);
+        }
+        let graph_deps: SmallVec<[u64; 8]> = match tracer {
+            Some(t) if t.graphing() => all.iter().map(|d| d.id).collect(),
+            _ => SmallVec::new(),
+        };
+        // Only dependencies that are still running can make this command's
+        // outcome depend on theirs.
+        all.retain(|d| d.passes_failure_on());
+        // The bridges stay alive until the command's outcome is known.
+        all.extend(bridges);
+        let ev = Event::new(
+            cl,
+            self.ctx.id,
+            what.into(),
+            self.profiling,
+            all,
+            self.me.clone(),
+        );
+        if let Some(t) = tracer {
+            ev.submit_ns
+                .store(submitted, std::sync::atomic::Ordering::Release);
+            t.submitted(&ev, self.device, &graph_deps);
+        }
+        ev.set_gated(blocking);
+        let lane = &mut lanes.list[i];
+        // On an in-order lane the new command follows the quiet ones and
+        // stands for them from now on.
+        let (quiet_keep, quiet_deps) = lane.set_tail(&ev, blocking);
+        ev.add_deps(quiet_deps);
+        // SAFETY: flushing a live queue so the command starts even if
+        // nobody waits on it.
+        unsafe { (api.clFlush)(lane.cl) };
+        drop(lanes);
+        if let Some((marker, kept)) = sealed_first {
+            self.track(marker, kept);
+        }
+        let keep = match (keep, quiet_keep) {
+            (Some(k), Some(Held::List(mut l))) => {
+                l.push(k);
+                Some(Held::List(l))
+            }
+            (k, q) => k.or(q),
+        };
+        self.track(ev.clone(), keep);
+        Ok(ev)
+    }
+}

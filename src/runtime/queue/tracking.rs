@@ -1,0 +1,182 @@
+//! Tracking the commands in flight: recording them, learning which have
+//! finished (asking the driver as little as possible) and dropping what
+//! they held.
+
+use super::state::{Entry, Inflight, Keep, Queue, FRONT_EVERY, INFER_WINDOW, SCAN_MIN};
+use crate::core::error::Error;
+use crate::runtime::event::Event;
+use crate::runtime::platform::Device;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// True when `ev` is on a lane that `running` (from [`infer_completed`])
+/// says had not completed commands from `ev`'s place on.
+pub(crate) fn on_running_lane(ev: &Event, running: &[(u64, u64)]) -> bool {
+    ev.lane_place()
+        .is_some_and(|(lane, seq)| running.iter().any(|&(l, from)| l == lane && seq >= from))
+}
+
+/// Asks the driver about as few commands as it can to learn which of
+/// `entries` completed. A lane finishes its commands in order, so per lane
+/// the latest command that completed (found by galloping from the first,
+/// then halving) vouches for those before it, and the earliest that had
+/// not tells that none after it had: about 2 + 2 log2(k) questions for k
+/// finished commands of a lane instead of k (drivers charge microseconds
+/// per question; see [`crate::core::order::done_prefix`]). Commands not
+/// on a lane, and those already known to have finished, are left out.
+/// Returns, per lane, the place from which commands had not completed
+/// (`u64::MAX` when all had).
+///
+/// A command vouched for this way counts as completed without error; a
+/// failure it inherits from a command it waited for is still found (its
+/// outcome looks at those), but one of its own while a later command of
+/// the lane completed would not be: OpenCL leaves the state of a queue
+/// after a failed command to the driver, as for launches without events.
+pub(crate) fn infer_completed<'a>(
+    entries: impl Iterator<Item = &'a Entry>,
+) -> SmallVec<[(u64, u64); 8]> {
+    let mut on: Vec<(u64, u64, &Arc<Event>)> = entries
+        .map(|e| &e.event)
+        .filter(|ev| !ev.known_done())
+        .filter_map(|ev| ev.lane_place().map(|(lane, seq)| (lane, seq, ev)))
+        .collect();
+    on.sort_unstable_by_key(|&(lane, seq, _)| (lane, seq));
+    let mut from = SmallVec::new();
+    for same in on.chunk_by(|x, y| x.0 == y.0) {
+        let (done, not) = crate::core::order::done_prefix(same.len(), |i| same[i].2.completed_ok());
+        for (_, _, ev) in &same[..done] {
+            ev.mark_completed();
+        }
+        from.push((same[0].0, not.map_or(u64::MAX, |i| same[i].1)));
+    }
+    from
+}
+
+impl Queue {
+    /// Tracks a command this queue enqueued (it goes into the trace when
+    /// tracing) until it completes, keeping `keep` alive as long.
+    pub(crate) fn track(&self, ev: Arc<Event>, keep: Keep) {
+        let timed = (self.timed && !ev.user).then_some(self.device);
+        self.add_entry(ev, keep, timed);
+    }
+
+    /// Keeps `keep` alive until `ev` (a command already tracked, or a
+    /// host-side event) completes. A command tracked just before, keeping
+    /// nothing, keeps `keep` itself rather than being listed twice.
+    pub(crate) fn hold(&self, ev: Arc<Event>, keep: Keep) {
+        {
+            let mut inf = self.inflight.lock();
+            if let Some(e) = inf
+                .entries
+                .back_mut()
+                .filter(|e| Arc::ptr_eq(&e.event, &ev) && e.keep.is_none())
+            {
+                e.keep = keep;
+                return;
+            }
+        }
+        self.add_entry(ev, keep, None);
+    }
+
+    pub(crate) fn add_entry(&self, ev: Arc<Event>, keep: Keep, timed: Option<&'static Device>) {
+        let mut inf = self.inflight.lock();
+        inf.entries.push_back(Entry {
+            event: ev,
+            keep,
+            timed,
+        });
+        self.prune(&mut inf);
+    }
+
+    /// Drops completed commands from the front and, when the list has
+    /// doubled since the last scan, from anywhere; collects failures.
+    pub(crate) fn prune(&self, inf: &mut Inflight) {
+        // Looking at the oldest command every few submissions keeps the list
+        // as short as the work in flight without asking the driver each time.
+        inf.since_front += 1;
+        if inf.since_front < FRONT_EVERY && inf.entries.len() < inf.scan_at {
+            return;
+        }
+        inf.since_front = 0;
+        self.drop_finished_front(inf);
+        if inf.entries.len() >= inf.scan_at {
+            self.drop_finished(inf);
+            inf.scan_at = (inf.entries.len() * 2).max(SCAN_MIN);
+        }
+    }
+
+    /// Drops every finished entry, wherever it is in the list.
+    pub(crate) fn drop_finished(&self, inf: &mut Inflight) {
+        let running = infer_completed(inf.entries.iter());
+        let mut kept = VecDeque::with_capacity(inf.entries.len());
+        for e in inf.entries.drain(..) {
+            if !e.event.known_done() && on_running_lane(&e.event, &running) {
+                kept.push_back(e);
+                continue;
+            }
+            match e.event.outcome() {
+                Ok(Some(r)) => self.note_outcome(&e.event, r),
+                _ => kept.push_back(e),
+            }
+        }
+        inf.entries = kept;
+    }
+
+    pub(crate) fn note_outcome(&self, ev: &Event, outcome: std::result::Result<(), Error>) {
+        if ev.internal.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = outcome {
+            if ev.claim_report() {
+                self.errors.lock().push(e);
+            }
+        }
+    }
+
+    /// Drops the finished commands at the front of the list: the oldest,
+    /// which hold most of what finished work keeps alive. Stops at the
+    /// first unfinished one, so the cost stays that of the work finished.
+    pub(crate) fn prune_finished(&self) {
+        // What commands without events keep goes to a marker's entry, to
+        // be let go with it once they finish; a marker that cannot be made
+        // now is made when one is needed.
+        if self
+            .lanes
+            .lock()
+            .list
+            .iter()
+            .any(|l| !l.quiet_keep.is_empty())
+        {
+            let _ = self.seal();
+        }
+        self.drop_finished_front(&mut self.inflight.lock());
+    }
+
+    pub(crate) fn drop_finished_front(&self, inf: &mut Inflight) {
+        let mut running: Option<SmallVec<[(u64, u64); 8]>> = None;
+        while let Some(front) = inf.entries.front() {
+            if front.event.lane_place().is_some() && !front.event.known_done() {
+                if running
+                    .as_ref()
+                    .is_some_and(|r| on_running_lane(&front.event, r))
+                {
+                    break;
+                }
+                // Past what was learned so far: learn about the next window.
+                let r = infer_completed(inf.entries.iter().take(INFER_WINDOW));
+                if !front.event.known_done() && on_running_lane(&front.event, &r) {
+                    break;
+                }
+                running = Some(r);
+            }
+            match front.event.outcome() {
+                Ok(Some(r)) => {
+                    self.note_outcome(&front.event, r);
+                    inf.entries.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+}

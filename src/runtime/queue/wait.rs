@@ -1,0 +1,271 @@
+//! Waiting: finishing a queue's commands, delivering asynchronous errors
+//! once, markers and barriers, and what releasing a queue does.
+
+use super::lanes::ptr_or_null;
+use super::state::{Entry, Queue, SCAN_MIN};
+use crate::core::error::{Error, Result, Status};
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, check};
+use crate::runtime::event::Event;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        let Ok(api) = api() else { return };
+        // Commands must end before the memory they hold alive is dropped.
+        let entries: Vec<Entry> = self.inflight.get_mut().entries.drain(..).collect();
+        for e in &entries {
+            // SAFETY: waiting on one live event.
+            unsafe { (api.clWaitForEvents)(1, &e.event.cl) };
+            let mut spins = 0;
+            while let Ok(None) = e.event.outcome() {
+                spins += 1;
+                if spins > 20_000 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            if let Ok(Some(r)) = e.event.outcome() {
+                self.note_outcome(&e.event, r);
+            }
+        }
+        // The OpenCL queues go before the memory their commands used: some
+        // drivers look at a command's memory objects until its queue is
+        // released.
+        for lane in self.lanes.get_mut().list.drain(..) {
+            // SAFETY: this Queue owns one reference to each lane; commands
+            // enqueued without events finish before it goes.
+            unsafe {
+                if lane.quiet() {
+                    (api.clFinish)(lane.cl);
+                }
+                if self.ctx.defers_queue_release() {
+                    self.ctx.retired_queues.lock().push(lane.cl as usize);
+                } else {
+                    (api.clReleaseCommandQueue)(lane.cl);
+                }
+            };
+        }
+        drop(entries);
+        if let Some(t) = crate::runtime::trace::tracer() {
+            t.flush();
+        }
+        // Errors nobody collected are not dropped silently: the handler gets
+        // them, or, without one, standard error does.
+        let errors = std::mem::take(self.errors.get_mut());
+        for e in errors {
+            match self.handler {
+                Some((h, ud)) => {
+                    let msg =
+                        std::ffi::CString::new(e.message.replace('\0', " ")).unwrap_or_default();
+                    // SAFETY: the queue is still valid during drop; the
+                    // message outlives the call.
+                    unsafe {
+                        h(
+                            self as *const Queue,
+                            e.status.code(),
+                            msg.as_ptr(),
+                            ud as *mut c_void,
+                        )
+                    };
+                }
+                None => eprintln!(
+                    "syrah: asynchronous error of a released queue that nobody waited for: {}: {}",
+                    e.status.name(),
+                    e.message
+                ),
+            }
+        }
+    }
+}
+
+impl crate::runtime::context::QueueWork for Queue {
+    fn finish_quietly(&self) {
+        Queue::finish_quietly(self)
+    }
+
+    fn prune_finished(&self) {
+        Queue::prune_finished(self)
+    }
+}
+
+impl Queue {
+    /// Waits for every tracked command. Waiting on the commands' own events
+    /// rather than calling clFinish keeps drivers that mishandle clFinish
+    /// after a failed dependency (Intel's CPU runtime) out of trouble; every
+    /// command Syrah enqueues is tracked, so nothing is missed.
+    pub(crate) fn finish(&self) -> Result<()> {
+        self.finish_plain_lanes();
+        self.seal()?;
+        let entries: Vec<Entry> = {
+            let mut inf = self.inflight.lock();
+            inf.scan_at = SCAN_MIN;
+            inf.entries.drain(..).collect()
+        };
+        for e in &entries {
+            // A failed command makes this return an error code; its outcome
+            // is read just below. A command already seen to end is not
+            // waited for again: each wait costs a driver call. (A user event
+            // seen completed may still be on its way to OpenCL: its wait
+            // asks Syrah, not the driver.)
+            if !e.event.known_done() || e.event.user {
+                e.event.wait_cl()?;
+            }
+            loop {
+                match e.event.outcome()? {
+                    Some(r) => {
+                        self.note_outcome(&e.event, r);
+                        break;
+                    }
+                    None => std::thread::sleep(std::time::Duration::from_micros(50)),
+                }
+            }
+        }
+        drop(entries);
+        if let Some(t) = crate::runtime::trace::tracer() {
+            t.flush();
+        }
+        Ok(())
+    }
+
+    /// Finishes, with `clFinish`, each lane whose commands without events
+    /// waited for nothing unfinished and whose tail is known to have
+    /// completed: no dependency of anything on it can fail, so no driver
+    /// mishandles the call, and it spares the marker a queue wait would
+    /// otherwise enqueue and wait for (on an H100 a copy of 64 KiB to
+    /// 1 MiB followed by a marker waited for took 8 µs longer than one
+    /// followed by `clFinish`, `bench_driver`). The lanes stay locked
+    /// meanwhile, so no command joins them unseen; commands submitted
+    /// from other threads wait that long. A lane whose `clFinish` fails is
+    /// left to the marker, which reports what failed.
+    pub(crate) fn finish_plain_lanes(&self) {
+        let Ok(api) = api() else { return };
+        let mut released = Vec::new();
+        {
+            let mut lanes = self.lanes.lock();
+            for lane in lanes.list.iter_mut().filter(|l| {
+                l.quiet() && l.quiet_deps.is_empty() && l.tail.as_ref().is_none_or(|t| t.known_ok())
+            }) {
+                // SAFETY: a live queue of this Queue.
+                if unsafe { (api.clFinish)(lane.cl) } == CL_SUCCESS {
+                    lane.done_through = lane.seq;
+                    released.append(&mut lane.quiet_keep);
+                }
+            }
+        }
+        // What the finished commands kept alive goes, outside the lock.
+        drop(released);
+    }
+
+    /// Finishes without reporting (used before freeing memory).
+    pub fn finish_quietly(&self) {
+        let sealed = self.seal();
+        if let Ok(api) = api() {
+            if sealed.is_err() {
+                // No marker could stand for the commands without events:
+                // wait for their lanes as a whole.
+                let mut kept = Vec::new();
+                for lane in self.lanes.lock().list.iter_mut().filter(|l| l.quiet()) {
+                    // SAFETY: a live queue of this Queue.
+                    unsafe { (api.clFinish)(lane.cl) };
+                    kept.append(&mut lane.quiet_keep);
+                }
+                drop(kept);
+            }
+            let events: Vec<Arc<Event>> = self
+                .inflight
+                .lock()
+                .entries
+                .iter()
+                .map(|e| e.event.clone())
+                .collect();
+            for ev in events {
+                // SAFETY: waiting on one event kept alive by `ev`.
+                unsafe { (api.clWaitForEvents)(1, &ev.cl) };
+            }
+        }
+    }
+
+    /// Waits for everything submitted so far and delivers each asynchronous
+    /// error once: to the handler if there is one, else as the result.
+    pub fn wait(self: &Arc<Self>) -> Result<()> {
+        self.finish()?;
+        self.deliver_errors()
+    }
+
+    /// Delivers collected errors without waiting.
+    pub fn deliver_errors(self: &Arc<Self>) -> Result<()> {
+        let errors = std::mem::take(&mut *self.errors.lock());
+        if errors.is_empty() {
+            return Ok(());
+        }
+        if let Some((h, ud)) = self.handler {
+            for e in &errors {
+                let msg = std::ffi::CString::new(e.message.replace('\0', " ")).unwrap_or_default();
+                // SAFETY: the user registered `h` for this queue; the queue
+                // pointer and message stay valid for the call.
+                unsafe {
+                    h(
+                        Arc::as_ptr(self),
+                        e.status.code(),
+                        msg.as_ptr(),
+                        ud as *mut c_void,
+                    )
+                };
+            }
+            return Ok(());
+        }
+        let n = errors.len();
+        let mut first = errors
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Error::new(Status::Internal, "error list emptied while delivering"));
+        if n > 1 {
+            first.message = format!(
+                "{} (and {} more asynchronous error{})",
+                first.message,
+                n - 1,
+                if n > 2 { "s" } else { "" }
+            );
+        }
+        Err(first)
+    }
+
+    /// Enqueues a marker that completes when `deps` have completed.
+    pub fn marker(&self, deps: &[Arc<Event>], what: &str) -> Result<Arc<Event>> {
+        let api = api()?;
+        self.submit(deps, what, None, |q, wl, ev| {
+            check(
+                // SAFETY: live queue; `wl` holds valid events of this context.
+                unsafe {
+                    (api.clEnqueueMarkerWithWaitList)(q, wl.len() as cl_uint, ptr_or_null(wl), ev)
+                },
+                "clEnqueueMarkerWithWaitList",
+            )
+        })
+    }
+
+    /// Enqueues a barrier after `deps`, or after every command so far when
+    /// there are none; later commands of the queue wait for it.
+    pub fn barrier(&self, deps: &[Arc<Event>]) -> Result<Arc<Event>> {
+        let api = api()?;
+        let mut all: Vec<Arc<Event>> = deps.to_vec();
+        if all.is_empty() {
+            self.seal()?;
+            let lanes = self.lanes.lock();
+            all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
+        }
+        let ev = self.submit(&all, "barrier", None, |q, wl, ev| {
+            check(
+                // SAFETY: live queue; `wl` holds valid events of this context.
+                unsafe {
+                    (api.clEnqueueMarkerWithWaitList)(q, wl.len() as cl_uint, ptr_or_null(wl), ev)
+                },
+                "clEnqueueMarkerWithWaitList",
+            )
+        })?;
+        self.lanes.lock().barrier = Some(ev.clone());
+        Ok(ev)
+    }
+}
