@@ -14,6 +14,8 @@ pub mod platform;
 pub mod program;
 pub mod queue;
 pub mod staging;
+pub(crate) mod staging_pipe;
 pub mod trace;
 pub mod usm;
+pub(crate) mod usm_alloc;
 pub mod watch;

@@ -2,7 +2,7 @@
 //!
 //! A queue runs its commands on one or more in-order OpenCL queues
 //! ("lanes") of its device. An in-order Syrah queue has one lane. An
-//! out-of-order one spreads independent commands over up to [`LANES`]
+//! out-of-order one spreads independent commands over up to four
 //! lanes (one per core, up to 16, on CPUs), so they can overlap on any
 //! driver, puts a command behind a running dependency on that
 //! dependency's lane (no event wait needed), and keeps commands held back by an unfinished user event
