@@ -788,6 +788,39 @@ syrah_status syrah_buffer_host_access(const syrah_buffer *buffer,
 syrah_status syrah_host_accessor_release(const syrah_host_accessor *accessor);
 
 /*
+ Creates a context over `count` devices of one platform. The caller owns
+ the new context and releases it with `syrah_context_release`.
+ */
+syrah_status syrah_context_create(const syrah_device *const *devices,
+                                  size_t count,
+                                  syrah_context **out_context);
+
+/*
+ Adds a reference to a context.
+ */
+syrah_status syrah_context_retain(const syrah_context *context);
+
+/*
+ Drops a reference; the last one frees the context's remaining USM
+ allocations and cached programs.
+ */
+syrah_status syrah_context_release(const syrah_context *context);
+
+/*
+ Lists a context's devices, like `syrah_get_devices`.
+ */
+syrah_status syrah_context_get_devices(const syrah_context *context,
+                                       const syrah_device **devices,
+                                       size_t capacity,
+                                       size_t *out_count);
+
+/*
+ The number of distinct program builds cached in the context (one per
+ source or binary, options and device set).
+ */
+syrah_status syrah_context_get_program_count(const syrah_context *context, size_t *out_count);
+
+/*
  Copies the accessor's elements from the buffer into `destination`,
  packed contiguously (row after row), after `dependencies` and earlier
  conflicting commands. The accessor's mode must read: read, read_write or
@@ -843,39 +876,6 @@ syrah_status syrah_queue_fill_accessor(const syrah_queue *queue,
                                        const syrah_event *const *dependencies,
                                        size_t dependency_count,
                                        syrah_event **out_event);
-
-/*
- Creates a context over `count` devices of one platform. The caller owns
- the new context and releases it with `syrah_context_release`.
- */
-syrah_status syrah_context_create(const syrah_device *const *devices,
-                                  size_t count,
-                                  syrah_context **out_context);
-
-/*
- Adds a reference to a context.
- */
-syrah_status syrah_context_retain(const syrah_context *context);
-
-/*
- Drops a reference; the last one frees the context's remaining USM
- allocations and cached programs.
- */
-syrah_status syrah_context_release(const syrah_context *context);
-
-/*
- Lists a context's devices, like `syrah_get_devices`.
- */
-syrah_status syrah_context_get_devices(const syrah_context *context,
-                                       const syrah_device **devices,
-                                       size_t capacity,
-                                       size_t *out_count);
-
-/*
- The number of distinct program builds cached in the context (one per
- source or binary, options and device set).
- */
-syrah_status syrah_context_get_program_count(const syrah_context *context, size_t *out_count);
 
 /*
  Lists the OpenCL platforms. Writes up to `capacity` handles to

@@ -22,6 +22,8 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "SKIP lints: clippy is not installed with this Rust toolchain"
 fi
+echo "== layers (docs/architecture.md)"
+"$SYRAH_PYTHON" scripts/check_layers.py src
 echo "== Rust unit tests (pure logic, no device)"
 cargo test
 

@@ -1,6 +1,7 @@
 //! Host tasks.
 
-use super::buffer::{requests, syrah_accessor};
+use super::buffer::syrah_accessor;
+use super::copy::requests;
 use super::event::{deps_from, give_event};
 use super::types::*;
 use super::{guard, null, out};

@@ -12,6 +12,7 @@
 
 pub mod buffer;
 pub mod context;
+pub mod copy;
 pub mod device;
 pub mod event;
 pub mod host_task;

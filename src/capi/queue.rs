@@ -1,6 +1,7 @@
 //! Queues and kernel launches.
 
-use super::buffer::{requests, syrah_accessor};
+use super::buffer::syrah_accessor;
+use super::copy::requests;
 use super::device::device_ref;
 use super::event::{deps_from, give_event, give_submitted};
 use super::types::*;

@@ -1,5 +1,5 @@
-//! Unified shared memory: allocation through the context's strategy and
-//! the queue operations on USM pointers.
+//! Unified shared memory operations on a queue: memcpy, memset and fill,
+//! prefetch and advice, checked against the context's allocations.
 
 use super::event::Event;
 use super::queue::{ptr_or_null, Queue, Submitted};
