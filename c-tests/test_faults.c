@@ -140,19 +140,29 @@ static int *fresh_host(size_t *n) {
   return h;
 }
 
+/* A write-back buffer over fresh host data (see fresh_host); NULL, with
+ * the failure counted, if it cannot be made. */
+static syrah_buffer *new_buffer(size_t *n, int **host) {
+  syrah_buffer_desc desc;
+  syrah_buffer *b = NULL;
+  *host = fresh_host(n);
+  if (!*host) return NULL;
+  desc = t_desc1(*n, *host, SYRAH_HOST_WRITE_BACK);
+  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS) {
+    T_FAIL("buffer: %s", syrah_last_error_message());
+    free(*host);
+    *host = NULL;
+  }
+  return b;
+}
+
 /* A buffer whose first device use fails to allocate, then to copy in:
  * the host data stays as it was, and a retry works. */
 static void buffer_to_device(env *e, const char *what, const char *call, int persistent, int code, int retry) {
   size_t n = 0;
-  int *host = fresh_host(&n);
-  syrah_buffer_desc desc = t_desc1(n, host, SYRAH_HOST_WRITE_BACK);
-  syrah_buffer *b = NULL;
-  if (!host) return;
-  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS) {
-    T_FAIL("buffer: %s", syrah_last_error_message());
-    free(host);
-    return;
-  }
+  int *host = NULL;
+  syrah_buffer *b = new_buffer(&n, &host);
+  if (!b) return;
   arm(what, call, persistent, code);
   once(t_launch_rw(e->q, e->k, b, n, 1, NULL), e->q, call);
   disarm(call, persistent);
@@ -169,18 +179,12 @@ static void buffer_to_device(env *e, const char *what, const char *call, int per
  * second host access gets the device's data, and so does the write-back. */
 static void buffer_to_host(env *e) {
   size_t n = 0;
-  int *host = fresh_host(&n);
-  syrah_buffer_desc desc = t_desc1(n, host, SYRAH_HOST_WRITE_BACK);
-  syrah_buffer *b = NULL;
+  int *host = NULL;
+  syrah_buffer *b = new_buffer(&n, &host);
   syrah_host_accessor *ha = NULL;
   void *p = NULL;
   const char *call = d2h_call(e);
-  if (!host) return;
-  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS) {
-    T_FAIL("buffer: %s", syrah_last_error_message());
-    free(host);
-    return;
-  }
+  if (!b) return;
   EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 2, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
   arm("buffer copy back to the host", call, 0, CL_OUT_OF_RESOURCES);
@@ -211,15 +215,9 @@ static void buffer_to_host(env *e) {
  * with the two increments. */
 static void kernel_enqueue(env *e) {
   size_t n = 0;
-  int *host = fresh_host(&n);
-  syrah_buffer_desc desc = t_desc1(n, host, SYRAH_HOST_WRITE_BACK);
-  syrah_buffer *b = NULL;
-  if (!host) return;
-  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS) {
-    T_FAIL("buffer: %s", syrah_last_error_message());
-    free(host);
-    return;
-  }
+  int *host = NULL;
+  syrah_buffer *b = new_buffer(&n, &host);
+  if (!b) return;
   EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
   arm("kernel enqueue", "clEnqueueNDRangeKernel", 0, CL_OUT_OF_RESOURCES);
