@@ -72,6 +72,9 @@ static void test_without_device(void) {
   syrah_context *ctx = NULL;
 
   EXPECT_TRUE(strcmp(syrah_status_name(12345), "SYRAH_STATUS_UNKNOWN") == 0);
+  BAD(syrah_set_error_message(NULL), NUL, "message");
+  EXPECT_OK(syrah_set_error_message("set by the caller"));
+  EXPECT_TRUE(strcmp(syrah_last_error_message(), "set by the caller") == 0);
   EXPECT_TRUE(strcmp(syrah_status_name(-1), "SYRAH_STATUS_UNKNOWN") == 0);
   EXPECT_EQ(syrah_api_version(), SYRAH_VERSION);
 

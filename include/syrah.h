@@ -418,6 +418,12 @@ typedef uint32_t syrah_usm_strategy;
 #define SYRAH_ERROR_KERNEL_NOT_FOUND 19
 
 /*
+ A communication library's call (MPI, in the companion `syrah_mpi`)
+ failed; the message holds its own error text.
+ */
+#define SYRAH_ERROR_COMMUNICATION 20
+
+/*
  A bug in Syrah (a caught panic); please report the message.
  */
 #define SYRAH_ERROR_INTERNAL 99
@@ -679,6 +685,14 @@ extern "C" {
  Valid until the next failing call on this thread.
  */
 const char *syrah_last_error_message(void);
+
+/*
+ Sets this thread's last error message (what `syrah_last_error_message`
+ returns next), for libraries built on Syrah that report their errors
+ the same way, and for host tasks: a task that returns a failure status
+ carries this message in its asynchronous error. The text is copied.
+ */
+syrah_status syrah_set_error_message(const char *message);
 
 /*
  The name of a status constant, e.g. "SYRAH_ERROR_NULL_ARGUMENT";

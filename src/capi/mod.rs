@@ -265,6 +265,25 @@ pub extern "C" fn syrah_last_error_message() -> *const c_char {
     last_error::as_ptr()
 }
 
+/// Sets this thread's last error message (what `syrah_last_error_message`
+/// returns next), for libraries built on Syrah that report their errors
+/// the same way, and for host tasks: a task that returns a failure status
+/// carries this message in its asynchronous error. The text is copied.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_set_error_message(message: *const c_char) -> syrah_status {
+    // SAFETY: forwarded contract (a NUL-terminated string or NULL).
+    match unsafe { cstr(message, "message") } {
+        Ok(m) => {
+            last_error::set(m);
+            Status::Success.code()
+        }
+        Err(e) => {
+            last_error::set(&e.message);
+            e.status.code()
+        }
+    }
+}
+
 /// The name of a status constant, e.g. "SYRAH_ERROR_NULL_ARGUMENT";
 /// "SYRAH_STATUS_UNKNOWN" for a value that is not a status.
 #[no_mangle]

@@ -53,6 +53,9 @@ pub const SYRAH_ERROR_INVALID_HANDLE: syrah_status = 17;
 pub const SYRAH_ERROR_BUFFER_TOO_SMALL: syrah_status = 18;
 /// The program has no kernel of that name; the message lists its kernels.
 pub const SYRAH_ERROR_KERNEL_NOT_FOUND: syrah_status = 19;
+/// A communication library's call (MPI, in the companion `syrah_mpi`)
+/// failed; the message holds its own error text.
+pub const SYRAH_ERROR_COMMUNICATION: syrah_status = 20;
 /// A bug in Syrah (a caught panic); please report the message.
 pub const SYRAH_ERROR_INTERNAL: syrah_status = 99;
 
@@ -317,6 +320,7 @@ mod tests {
             (SYRAH_ERROR_INVALID_HANDLE, Status::InvalidHandle),
             (SYRAH_ERROR_BUFFER_TOO_SMALL, Status::BufferTooSmall),
             (SYRAH_ERROR_KERNEL_NOT_FOUND, Status::KernelNotFound),
+            (SYRAH_ERROR_COMMUNICATION, Status::Communication),
             (SYRAH_ERROR_INTERNAL, Status::Internal),
         ];
         assert_eq!(pairs.len(), Status::ALL.len());

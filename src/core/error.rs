@@ -27,12 +27,13 @@ pub enum Status {
     InvalidHandle = 17,
     BufferTooSmall = 18,
     KernelNotFound = 19,
+    Communication = 20,
     Internal = 99,
 }
 
 impl Status {
     /// Every status, in the order of its code.
-    pub const ALL: [Status; 21] = [
+    pub const ALL: [Status; 22] = [
         Status::Success,
         Status::NullArgument,
         Status::InvalidArgument,
@@ -53,6 +54,7 @@ impl Status {
         Status::InvalidHandle,
         Status::BufferTooSmall,
         Status::KernelNotFound,
+        Status::Communication,
         Status::Internal,
     ];
 
@@ -87,6 +89,7 @@ impl Status {
             Status::InvalidHandle => "SYRAH_ERROR_INVALID_HANDLE",
             Status::BufferTooSmall => "SYRAH_ERROR_BUFFER_TOO_SMALL",
             Status::KernelNotFound => "SYRAH_ERROR_KERNEL_NOT_FOUND",
+            Status::Communication => "SYRAH_ERROR_COMMUNICATION",
             Status::Internal => "SYRAH_ERROR_INTERNAL",
         }
     }
