@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Syrah needs on Debian 12, as root:
-# compilers, CMake, the OpenCL ICD loader and headers, PoCL, a Rust
+# compilers, CMake, the OpenCL ICD loader and headers, PoCL, MPICH (for the
+# MPI companion), a Rust
 # toolchain when none is present, and Intel's CPU OpenCL runtime (from
 # PyPI wheels, unpacked under $SYRAH_DEPS). Idempotent.
 #
@@ -17,7 +18,8 @@ TBB_VERSION=2023.2.0
 
 need_apt=()
 for pkg in build-essential cmake pkg-config ocl-icd-libopencl1 ocl-icd-opencl-dev \
-           opencl-c-headers pocl-opencl-icd clinfo spirv-tools python3 python3-pip python3-matplotlib unzip git; do
+           opencl-c-headers pocl-opencl-icd clinfo spirv-tools python3 python3-pip python3-matplotlib unzip git \
+           mpich libmpich-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
 if ! command -v cargo >/dev/null 2>&1; then

@@ -61,6 +61,11 @@ cmake -S c-tests -B build/c-tests -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/c-tests -j "$(nproc)"
 ctest --test-dir build/c-tests --output-on-failure
 
+echo "== the MPI companion: point-to-point transfers and the Jacobi example with mpiexec -n 2 and -n 4"
+cmake -S mpi/tests -B build/mpi -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
+cmake --build build/mpi -j "$(nproc)"
+ctest --test-dir build/mpi --output-on-failure
+
 echo "== sanitizers: the C ABI tests and the examples with AddressSanitizer (leaks included) and UBSan, on PoCL"
 # libsyrah itself is not instrumented (that needs a nightly Rust), but its
 # allocations go through the sanitizer's malloc, so its leaks are found;
