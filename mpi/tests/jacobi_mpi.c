@@ -3,7 +3,9 @@
  * every iteration with syrah_mpi_send / syrah_mpi_recv. The exchange is
  * submitted like any command: accessors order it with the kernels. The
  * result is gathered on rank 0 and checked against a single-process
- * computation, value for value, and each rank's bytes moved are printed.
+ * computation, value for value, and each rank's bytes moved and the time
+ * per iteration (of the slowest rank) are printed. JACOBI_DEVICES (e.g.
+ * "1.0,0.0") gives rank i the i-th device of the list, modulo its length.
  *   mpiexec -n 4 jacobi_mpi [rows] [columns] [iterations] */
 #define _POSIX_C_SOURCE 200809L
 #include <syrah_mpi.h>
@@ -98,6 +100,7 @@ int main(int argc, char **argv) {
   float *host[2];
   syrah_buffer_desc desc;
   uint64_t sent = 0, received = 0, all[2 * 64];
+  double start, elapsed, slowest = 0;
   signal(SIGALRM, watchdog);
   alarm(180);
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -116,6 +119,15 @@ int main(int argc, char **argv) {
 
   REQUIRE(syrah_get_devices(devs, 16, &ndev));
   d = devs[(size_t)rank % (ndev < 16 ? ndev : 16)];
+  if (getenv("JACOBI_DEVICES")) {
+    char list[256], *tok, *save = NULL;
+    int k = 0, count = 0;
+    snprintf(list, sizeof list, "%s", getenv("JACOBI_DEVICES"));
+    for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) ++count;
+    snprintf(list, sizeof list, "%s", getenv("JACOBI_DEVICES"));
+    for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save), ++k)
+      if (k == rank % count) REQUIRE(syrah_device_select_by_string(tok, &d));
+  }
   REQUIRE(syrah_context_create(&d, 1, &ctx));
   REQUIRE(syrah_queue_create(ctx, d, 0, NULL, NULL, &q));
   REQUIRE(syrah_program_create_from_source(ctx, SRC, NULL, &prog));
@@ -136,6 +148,10 @@ int main(int argc, char **argv) {
     REQUIRE(syrah_buffer_create(&desc, &buf[i]));
   }
 
+  /* One warm-up iteration's worth of setup (program build, first copies)
+   * is left out of the timing: the clock starts after a barrier. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  start = MPI_Wtime();
   for (t = 0; t < iters; ++t) {
     const syrah_buffer *cur = buf[t % 2], *next = buf[(t + 1) % 2];
     int up = (t % 16000) * 2, down = up + 1; /* tags: rows going up, rows going down */
@@ -169,6 +185,8 @@ int main(int argc, char **argv) {
   /* A send's command completes once its data is taken; MPI may still be
    * sending it. */
   REQUIRE(syrah_mpi_comm_wait(comm));
+  elapsed = MPI_Wtime() - start;
+  MPI_Reduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   REQUIRE(syrah_mpi_comm_get_stats(comm, &sent, &received));
   REQUIRE(syrah_mpi_comm_release(comm));
   for (i = 0; i < 2; ++i) REQUIRE(syrah_buffer_release(buf[i]));
@@ -192,8 +210,9 @@ int main(int argc, char **argv) {
       float *ref = reference(rows, w, iters);
       for (i = 1; i < rows - 1; ++i)
         for (j = 0; j < w; ++j) wrong += grid[i * w + j] != ref[i * w + j];
-      printf("jacobi_mpi: %d x %d grid, %d iterations over %d ranks: %d of %d values differ from one process\n", rows,
-             w, iters, size, wrong, interior * w);
+      printf("jacobi_mpi: %d x %d grid, %d iterations over %d ranks: %d of %d values differ from one process; "
+             "%.3f ms per iteration (slowest rank)\n",
+             rows, w, iters, size, wrong, interior * w, 1e3 * slowest / iters);
       for (i = 0; i < size; ++i)
         printf("  rank %d: %llu bytes sent, %llu received (%d halo rows of %zu bytes per iteration)\n", i,
                (unsigned long long)all[2 * i], (unsigned long long)all[2 * i + 1], (i > 0) + (i < size - 1),
