@@ -517,15 +517,21 @@ static void unref_op(void *user) {
   op_unref((op *)user);
 }
 
+/* A user event of the queue's context. */
+static syrah_status user_event(const syrah_queue *queue, syrah_event **out) {
+  syrah_context *ctx = NULL;
+  syrah_status s = syrah_queue_get_context(queue, &ctx);
+  if (s != SYRAH_SUCCESS) return s;
+  s = syrah_user_event_create(ctx, out);
+  syrah_context_release(ctx);
+  return s;
+}
+
 /* Posts the receive of `o` into its staging memory; `o->arrived`
  * completes when it has arrived. The progress thread holds one reference
  * to `o`. */
 static syrah_status post_staged_recv(const syrah_queue *queue, op *o) {
-  syrah_context *ctx = NULL;
-  syrah_status s = syrah_queue_get_context(queue, &ctx);
-  if (s != SYRAH_SUCCESS) return s;
-  s = syrah_user_event_create(ctx, &o->arrived);
-  syrah_context_release(ctx);
+  syrah_status s = user_event(queue, &o->arrived);
   if (s != SYRAH_SUCCESS) return s;
   o->staging = malloc(o->bytes);
   if (!o->staging)
@@ -654,16 +660,6 @@ static syrah_status submit_usm(const syrah_queue *queue, usm_task *u, const syra
   t.release = usm_release;
   s = syrah_queue_submit_host_tasks(queue, NULL, 0, &t, 1, deps, n, out_event);
   if (s != SYRAH_SUCCESS) usm_release(u);
-  return s;
-}
-
-/* A user event of the queue's context. */
-static syrah_status user_event(const syrah_queue *queue, syrah_event **out) {
-  syrah_context *ctx = NULL;
-  syrah_status s = syrah_queue_get_context(queue, &ctx);
-  if (s != SYRAH_SUCCESS) return s;
-  s = syrah_user_event_create(ctx, out);
-  syrah_context_release(ctx);
   return s;
 }
 

@@ -5,7 +5,8 @@
  * result is gathered on rank 0 and checked against a single-process
  * computation, value for value, and each rank's bytes moved and the time
  * per iteration (of the slowest rank) are printed. JACOBI_DEVICES (e.g.
- * "1.0,0.0") gives rank i the i-th device of the list, modulo its length.
+ * "1.0,0.0") gives rank i the i-th device of the list, modulo its length;
+ * JACOBI_ROW_PAGES set gives the grids pages of one row.
  *   mpiexec -n 4 jacobi_mpi [rows] [columns] [iterations] */
 #define _POSIX_C_SOURCE 200809L
 #include <syrah_mpi.h>
@@ -138,6 +139,10 @@ int main(int argc, char **argv) {
   desc.dimensions = 2;
   desc.range[0] = (size_t)mine + 2;
   desc.range[1] = (size_t)w;
+  if (getenv("JACOBI_ROW_PAGES")) { /* pages of one row instead of the default */
+    desc.page_size[0] = 1;
+    desc.page_size[1] = (size_t)w;
+  }
   desc.ownership = SYRAH_HOST_WRITE_BACK;
   for (i = 0; i < 2; ++i) {
     host[i] = (float *)malloc(((size_t)mine + 2) * w * sizeof(float));
