@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *kSource =
     "__kernel void setv(__global int *p, int v) { p[get_global_id(0)] = v; }\n"
@@ -395,9 +396,112 @@ static void test_in_order_host_tasks(const syrah_device *d) {
   pthread_mutex_destroy(&s.lock);
 }
 
+/* A host task that reads buffer `a` through a host accessor of its own. */
+typedef struct {
+  syrah_buffer *a;
+  syrah_status got;
+  int first;
+} nested;
+
+static syrah_status task_nested_access(const syrah_host_task_context *ctx, void *user) {
+  nested *n = (nested *)user;
+  syrah_host_accessor *ha = NULL;
+  void *p = NULL;
+  (void)ctx;
+  sleep_ms(300);
+  n->got = syrah_buffer_host_access(n->a, SYRAH_ACCESS_READ, NULL, NULL, &ha, &p);
+  if (n->got == SYRAH_SUCCESS) {
+    n->first = *(int *)p;
+    syrah_host_accessor_release(ha);
+  }
+  return SYRAH_SUCCESS;
+}
+
+typedef struct {
+  syrah_buffer *b;
+  syrah_status got;
+} waiter;
+
+static void *host_access_b(void *user) {
+  waiter *w = (waiter *)user;
+  syrah_host_accessor *ha = NULL;
+  void *p = NULL;
+  w->got = syrah_buffer_host_access(w->b, SYRAH_ACCESS_READ, NULL, NULL, &ha, &p);
+  if (w->got == SYRAH_SUCCESS) syrah_host_accessor_release(ha);
+  return NULL;
+}
+
+/* No thread waits for one buffer's turn while holding another's: a host
+ * task writing B that takes a host accessor on A, a thread whose host
+ * accessor on B waits for that task, and a kernel over A and B submitted
+ * meanwhile all finish (with turns held while waiting, the submission
+ * would hold A's turn waiting for B's, and the task would wait for A's). */
+static void test_nested_turns(const syrah_device *d) {
+  syrah_context *ctx = NULL;
+  syrah_queue *q = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *addv = NULL;
+  static int ha_host[N], hb_host[N];
+  syrah_buffer_desc da = t_desc1(N, ha_host, SYRAH_HOST_WRITE_BACK), db = t_desc1(N, hb_host, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer *a = NULL, *b = NULL;
+  syrah_accessor acc[2];
+  syrah_host_task t;
+  nested n;
+  waiter w;
+  pthread_t th;
+  syrah_range r = syrah_range_1d(N);
+  syrah_kernel_arg args[2];
+  int i, v = 5;
+  alarm(60); /* a deadlock ends the test (SIGALRM's default action) */
+  for (i = 0; i < N; ++i) ha_host[i] = hb_host[i] = 1;
+  REQUIRE_OK(syrah_context_create(&d, 1, &ctx));
+  REQUIRE_OK(syrah_queue_create(ctx, d, 0, NULL, NULL, &q));
+  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "addv", &addv));
+  REQUIRE_OK(syrah_buffer_create(&da, &a));
+  REQUIRE_OK(syrah_buffer_create(&db, &b));
+  n.a = a;
+  n.got = SYRAH_ERROR_INTERNAL;
+  n.first = 0;
+  acc[0] = t_whole(b, SYRAH_ACCESS_READ_WRITE);
+  t.run = task_nested_access;
+  t.user_data = &n;
+  t.release = NULL;
+  REQUIRE_OK(syrah_queue_submit_host_tasks(q, acc, 1, &t, 1, NULL, 0, NULL));
+  w.b = b;
+  w.got = SYRAH_ERROR_INTERNAL;
+  if (pthread_create(&th, NULL, host_access_b, &w) != 0) {
+    T_FAIL("pthread_create");
+    return;
+  }
+  sleep_ms(100);
+  acc[0] = t_whole(a, SYRAH_ACCESS_READ_WRITE);
+  acc[1] = t_whole(b, SYRAH_ACCESS_READ_WRITE);
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = syrah_arg_value(&v, sizeof v);
+  EXPECT_OK(syrah_queue_submit_kernel(q, addv, &r, acc, 2, args, 2, NULL, 0, NULL));
+  pthread_join(th, NULL);
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_EQ(w.got, SYRAH_SUCCESS);
+  EXPECT_EQ(n.got, SYRAH_SUCCESS);
+  EXPECT_EQ(n.first, 1);
+  EXPECT_OK(syrah_buffer_release(a));
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_EQ(ha_host[0], 6);
+  EXPECT_EQ(hb_host[N - 1], 1);
+  EXPECT_OK(syrah_kernel_release(addv));
+  EXPECT_OK(syrah_program_release(prog));
+  EXPECT_OK(syrah_queue_release(q));
+  EXPECT_OK(syrah_context_release(ctx));
+  alarm(0);
+}
+
 int main(void) {
   t_for_each_device(test_host_tasks);
   t_for_each_device(test_in_order_host_tasks);
   t_for_each_device(test_copies);
+  t_for_each_device(test_nested_turns);
   return t_finish("test_host_task");
 }

@@ -3,7 +3,7 @@
 //! host accessors.
 
 use super::alloc::{ensure_dev, ensure_host, host_ptr, sub_buffer};
-use super::storage::{Buffer, Deps, HostHold, Mode, Storage, Token, Turn};
+use super::storage::{take_turns, Buffer, Deps, HostHold, Mode, Storage, Token, Turn};
 use super::transfer::{fetch, prune, prune_if, record, token_events};
 use crate::core::error::{Error, Result};
 use crate::core::pages::{self, Box3};
@@ -80,12 +80,13 @@ impl Queue {
         let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
         order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
         let mut slots: SmallVec<[Option<Prepared>; 4]> = (0..reqs.len()).map(|_| None).collect();
+        let mut turns = take_turns(&distinct(reqs, &order)).into_iter();
         let mut last_id = 0;
         for i in order {
             let r = &reqs[i];
             let s = r.buffer.owner.storage.clone();
             let pages = r.buffer.pages_of(r.offset, r.range)?;
-            let turn = (s.id != last_id).then(|| s.take_turn());
+            let turn = if s.id != last_id { turns.next() } else { None };
             last_id = s.id;
             let mut st = s.state.lock();
             prune_if(&mut st, false);
@@ -198,15 +199,10 @@ impl Queue {
         let mut pending: Vec<(Arc<Storage>, Box3, bool)> = Vec::new();
         let mut slots: Vec<Option<HostPrepared>> = (0..reqs.len()).map(|_| None).collect();
         // Held until every access is recorded.
-        let mut turns: SmallVec<[Turn; 4]> = SmallVec::new();
-        let mut last_id = 0;
+        let _turns = take_turns(&distinct(reqs, &order));
         for i in order {
             let r = &reqs[i];
             let s = r.buffer.owner.storage.clone();
-            if s.id != last_id {
-                turns.push(s.take_turn());
-                last_id = s.id;
-            }
             let pages = r.buffer.pages_of(r.offset, r.range)?;
             let mut st = s.state.lock();
             prune_if(&mut st, false);
@@ -353,4 +349,16 @@ impl Buffer {
         }
         Ok(evs)
     }
+}
+
+/// The distinct storages of `reqs`, in the id order `order` gives.
+fn distinct<'a>(reqs: &'a [AccessReq<'_>], order: &[usize]) -> SmallVec<[&'a Arc<Storage>; 4]> {
+    let mut out: SmallVec<[&Arc<Storage>; 4]> = SmallVec::new();
+    for &i in order {
+        let s = &reqs[i].buffer.owner.storage;
+        if out.last().is_none_or(|l| l.id != s.id) {
+            out.push(s);
+        }
+    }
+    out
 }

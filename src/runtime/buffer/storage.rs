@@ -215,6 +215,42 @@ impl Storage {
     }
 }
 
+/// The turns of several storages (distinct, in id order), taken all at
+/// once: a thread waits for a turn only while it holds none, so two
+/// threads can never each hold a turn the other waits for, even when a
+/// host task of one submits to the other's buffers.
+pub(crate) fn take_turns(storages: &[&Arc<Storage>]) -> SmallVec<[Turn; 4]> {
+    if storages.is_empty() {
+        return SmallVec::new();
+    }
+    let mut first = 0;
+    loop {
+        let mut held: SmallVec<[Turn; 4]> = SmallVec::new();
+        let waited = storages[first].take_turn();
+        let mut busy = None;
+        for (i, s) in storages.iter().enumerate() {
+            if i == first {
+                continue;
+            }
+            match s.turn.try_lock_arc() {
+                Some(t) => held.push(t),
+                None => {
+                    busy = Some(i);
+                    break;
+                }
+            }
+        }
+        match busy {
+            None => {
+                held.insert(first, waited);
+                return held;
+            }
+            // Give every turn back and wait for the busy one first.
+            Some(i) => first = i,
+        }
+    }
+}
+
 // SAFETY: raw addresses are stored as integers; the allocator's user data
 // is only handed back to the user's callbacks, which the header documents
 // may run on any thread; everything mutable is behind the mutex.
