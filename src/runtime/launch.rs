@@ -82,7 +82,6 @@ impl Queue {
         keep: super::queue::Keep,
         want_event: bool,
     ) -> Result<Submitted> {
-        let api = api()?;
         let mut dynamic = Vec::new();
         for (i, a) in args.iter().enumerate() {
             match a {
@@ -147,116 +146,146 @@ impl Queue {
             }
             return self.marker(&all, &what).map(Submitted::Event);
         }
+        let mut held = kernel.lock.lock();
+        self.set_args(kernel, &mut held, args)?;
+        let local_args = !dynamic.is_empty();
+        self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
+            // The arguments were set under the kernel's lock, still held.
+            enqueue_ndrange(q, kernel.cl, &kernel.name, range, local_args, wl, ev)
+        })
+    }
+
+    /// Sets `args` on `kernel` (whose lock the caller holds, `held` being
+    /// what it guards): values, local memory, buffers' memory objects
+    /// (retained while they are arguments) and USM pointers through the
+    /// context's USM strategy.
+    pub(crate) fn set_args(
+        &self,
+        kernel: &Kernel,
+        held: &mut [usize],
+        args: &[Arg<'_>],
+    ) -> Result<()> {
+        let api = api()?;
         let intel = self
             .ctx
             .platform
             .intel_usm
             .as_ref()
             .filter(|_| self.ctx.strategy == UsmStrategy::IntelUsm);
-        let dims = range.dims as usize;
-        let mut held = kernel.lock.lock();
-        {
-            for (i, a) in args.iter().enumerate() {
-                let idx = i as cl_uint;
-                let rc = match a {
-                    // SAFETY: `b` is a readable slice of the given length.
-                    Arg::Scalar(b) => unsafe {
-                        (api.clSetKernelArg)(kernel.cl, idx, b.len(), b.as_ptr().cast())
-                    },
-                    // SAFETY: a null value with a size reserves local memory.
-                    Arg::Local(n) => unsafe {
-                        (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null())
-                    },
-                    // SAFETY: a live memory object passed by value; the kernel
-                    // keeps a reference to it while it is the argument.
-                    Arg::Mem(m) => unsafe {
-                        let rc = (api.clSetKernelArg)(
-                            kernel.cl,
-                            idx,
-                            std::mem::size_of::<cl_mem>(),
-                            (m as *const cl_mem).cast(),
-                        );
-                        if rc == CL_SUCCESS {
-                            (api.clRetainMemObject)(*m);
-                            if let Some(old) = held.get_mut(i) {
-                                if *old != 0 {
-                                    (api.clReleaseMemObject)(*old as cl_mem);
-                                }
-                                *old = *m as usize;
+        for (i, a) in args.iter().enumerate() {
+            let idx = i as cl_uint;
+            let rc = match a {
+                // SAFETY: `b` is a readable slice of the given length.
+                Arg::Scalar(b) => unsafe {
+                    (api.clSetKernelArg)(kernel.cl, idx, b.len(), b.as_ptr().cast())
+                },
+                // SAFETY: a null value with a size reserves local memory.
+                Arg::Local(n) => unsafe {
+                    (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null())
+                },
+                // SAFETY: a live memory object passed by value; the kernel
+                // keeps a reference to it while it is the argument.
+                Arg::Mem(m) => unsafe {
+                    let rc = (api.clSetKernelArg)(
+                        kernel.cl,
+                        idx,
+                        std::mem::size_of::<cl_mem>(),
+                        (m as *const cl_mem).cast(),
+                    );
+                    if rc == CL_SUCCESS {
+                        (api.clRetainMemObject)(*m);
+                        if let Some(old) = held.get_mut(i) {
+                            if *old != 0 {
+                                (api.clReleaseMemObject)(*old as cl_mem);
                             }
+                            *old = *m as usize;
                         }
-                        rc
+                    }
+                    rc
+                },
+                Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
+                    // SAFETY: the extension takes any USM pointer value.
+                    (Some(f), _) => unsafe {
+                        (f.clSetKernelArgMemPointerINTEL)(kernel.cl, idx, *p)
                     },
-                    Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
-                        // SAFETY: the extension takes any USM pointer value.
-                        (Some(f), _) => unsafe {
-                            (f.clSetKernelArgMemPointerINTEL)(kernel.cl, idx, *p)
-                        },
-                        // SAFETY: SVM pointer arguments are plain values.
-                        (None, Some(f)) => unsafe { f(kernel.cl, idx, *p) },
-                        (None, None) => CL_INVALID_OPERATION,
-                    },
-                };
-                if rc != CL_SUCCESS {
-                    return Err(Error::new(
-                        if rc == -50 || rc == -51 {
-                            Status::KernelArguments
-                        } else {
-                            Status::Opencl
-                        },
-                        format!(
-                            "setting argument {i} ({}) of kernel '{}' failed: {} ({rc})",
-                            match a {
-                                Arg::Scalar(b) => format!("value of {} bytes", b.len()),
-                                Arg::Local(n) => format!("{n} bytes of local memory"),
-                                Arg::Usm(p) => format!("USM pointer {p:?}"),
-                                Arg::Mem(_) => "buffer accessor".to_string(),
-                            },
-                            kernel.name,
-                            cl_error_name(rc)
-                        ),
-                    ));
-                }
-            }
-        }
-        let local = range.local;
-        self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
-            // SAFETY: arguments are set under the kernel's lock, still held;
-            // the size arrays have `dims` entries; the wait list holds events
-            // of this context.
-            let rc = unsafe {
-                (api.clEnqueueNDRangeKernel)(
-                    q,
-                    kernel.cl,
-                    dims as cl_uint,
-                    // No offset at all rather than zeros, as hand-written
-                    // code passes it: drivers may keep a faster path for it.
-                    if range.offset.iter().all(|&o| o == 0) {
-                        std::ptr::null()
-                    } else {
-                        range.offset.as_ptr()
-                    },
-                    range.global.as_ptr(),
-                    local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr()),
-                    wl.len() as cl_uint,
-                    ptr_or_null(wl),
-                    ev,
-                )
+                    // SAFETY: SVM pointer arguments are plain values.
+                    (None, Some(f)) => unsafe { f(kernel.cl, idx, *p) },
+                    (None, None) => CL_INVALID_OPERATION,
+                },
             };
             if rc != CL_SUCCESS {
-                let mut e = Error::opencl(
-                    rc,
-                    &format!("clEnqueueNDRangeKernel of kernel '{}'", kernel.name),
-                );
-                if rc == -52 {
-                    e.status = Status::KernelArguments;
-                }
-                if rc == -5 && !dynamic.is_empty() {
-                    e.status = Status::OutOfLocalMemory;
-                }
-                return Err(e);
+                return Err(Error::new(
+                    if rc == -50 || rc == -51 {
+                        Status::KernelArguments
+                    } else {
+                        Status::Opencl
+                    },
+                    format!(
+                        "setting argument {i} ({}) of kernel '{}' failed: {} ({rc})",
+                        match a {
+                            Arg::Scalar(b) => format!("value of {} bytes", b.len()),
+                            Arg::Local(n) => format!("{n} bytes of local memory"),
+                            Arg::Usm(p) => format!("USM pointer {p:?}"),
+                            Arg::Mem(_) => "buffer accessor".to_string(),
+                        },
+                        kernel.name,
+                        cl_error_name(rc)
+                    ),
+                ));
             }
-            Ok(())
-        })
+        }
+        Ok(())
     }
+}
+
+/// Enqueues `kernel` (named `name`; its arguments already set) over
+/// `range` on `q` after the events of `wl`; `ev` receives its event unless
+/// null. `local_args`: some arguments are group-local memory, so running
+/// out of resources means out of local memory.
+pub(crate) fn enqueue_ndrange(
+    q: cl_command_queue,
+    kernel: cl_kernel,
+    name: &str,
+    range: &NdRange,
+    local_args: bool,
+    wl: &[cl_event],
+    ev: *mut cl_event,
+) -> Result<()> {
+    let api = api()?;
+    // SAFETY: a live queue and kernel whose arguments are set; the size
+    // arrays have three entries; the wait list holds events of the queue's
+    // context.
+    let rc = unsafe {
+        (api.clEnqueueNDRangeKernel)(
+            q,
+            kernel,
+            range.dims,
+            // No offset at all rather than zeros, as hand-written code
+            // passes it: drivers may keep a faster path for it.
+            if range.offset.iter().all(|&o| o == 0) {
+                std::ptr::null()
+            } else {
+                range.offset.as_ptr()
+            },
+            range.global.as_ptr(),
+            range
+                .local
+                .as_ref()
+                .map_or(std::ptr::null(), |l| l.as_ptr()),
+            wl.len() as cl_uint,
+            ptr_or_null(wl),
+            ev,
+        )
+    };
+    if rc != CL_SUCCESS {
+        let mut e = Error::opencl(rc, &format!("clEnqueueNDRangeKernel of kernel '{name}'"));
+        if rc == -52 {
+            e.status = Status::KernelArguments;
+        }
+        if rc == -5 && local_args {
+            e.status = Status::OutOfLocalMemory;
+        }
+        return Err(e);
+    }
+    Ok(())
 }
