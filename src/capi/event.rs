@@ -17,8 +17,12 @@ pub(crate) unsafe fn deps_from(
     let raw = unsafe { slice(list, count, "dependencies") }?;
     raw.iter()
         .enumerate()
-        // SAFETY: each entry is an event handle per the contract.
-        .map(|(i, &p)| unsafe { clone_arc_with(p, || format!("dependencies[{i}]")) })
+        .map(|(i, &p)| {
+            // SAFETY: each entry is an event handle per the contract.
+            let e = unsafe { clone_arc_with(p, || format!("dependencies[{i}]")) }?;
+            e.check_runs(&format!("depend on dependencies[{i}], which is"))?;
+            Ok(e)
+        })
         .collect()
 }
 

@@ -8,6 +8,7 @@ pub mod cl_status;
 pub mod deps;
 pub mod error;
 pub mod fill;
+pub mod graph;
 pub mod last_error;
 pub mod launch;
 pub mod linger;

@@ -66,6 +66,10 @@ pub struct Event {
     /// For user events: whether completion has been carried out, and what
     /// runs then (host-side continuations, without a driver callback).
     then: Mutex<(bool, Vec<Continuation>)>,
+    /// For the event of a command recorded into a graph (not run): the
+    /// recording's id and the node's index. Such an event has no OpenCL
+    /// event: it only names the node to later recorded commands.
+    pub recorded: Option<(u64, usize)>,
 }
 
 /// The queue of a command, as an event holds it.
@@ -93,6 +97,9 @@ unsafe impl Sync for Event {}
 
 impl Drop for Event {
     fn drop(&mut self) {
+        if self.cl.is_null() {
+            return;
+        }
         if let Ok(api) = api() {
             // SAFETY: this Event owns one reference to `cl`.
             unsafe { (api.clReleaseEvent)(self.cl) };
@@ -142,6 +149,36 @@ impl Event {
             submit_ns: AtomicU64::new(0),
             owner,
             then: Mutex::new((false, Vec::new())),
+            recorded: None,
+        }
+    }
+
+    /// The event of node `node` of recording `graph`: it names the node to
+    /// commands recorded after it and is never run.
+    pub fn recorded(ctx_id: u64, what: Arc<str>, graph: u64, node: usize) -> Arc<Event> {
+        let mut ev = Event::build(
+            std::ptr::null_mut(),
+            ctx_id,
+            what,
+            false,
+            SmallVec::new(),
+            std::sync::Weak::<()>::new(),
+        );
+        ev.recorded = Some((graph, node));
+        Arc::new(ev)
+    }
+
+    /// Refuses to `doing` (wait for, query, depend on) the event of a
+    /// recorded command, which never runs.
+    pub fn check_runs(&self, doing: &str) -> Result<()> {
+        match self.recorded {
+            Some((g, n)) => Err(Error::invalid(format!(
+                "cannot {doing} the event of node {n} of graph recording {g} ({}): a recorded \
+                 command does not run; submit the finalized graph and use the event of that \
+                 submission",
+                self.what
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -456,6 +493,7 @@ impl Event {
     }
 
     pub fn state(&self) -> Result<EventState> {
+        self.check_runs("ask the status of")?;
         match self.outcome()? {
             Some(Ok(())) => return Ok(EventState::Complete),
             Some(Err(_)) => return Ok(EventState::Failed),
@@ -490,6 +528,7 @@ impl Event {
     /// Blocks until the command completes. A failure is returned by the
     /// first wait (or queue wait) that sees it, and by no later one.
     pub fn wait(&self) -> Result<()> {
+        self.check_runs("wait for")?;
         let rc = self.wait_cl()?;
         if rc != CL_SUCCESS && rc != CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST {
             check(rc, "clWaitForEvents")?;
@@ -507,6 +546,7 @@ impl Event {
 
     /// A profiling timestamp in nanoseconds.
     pub fn profiling_info(&self, which: cl_profiling_info) -> Result<u64> {
+        self.check_runs("ask profiling information of")?;
         if !self.profiling {
             return Err(Error::new(
                 Status::ProfilingUnavailable,
