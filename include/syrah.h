@@ -64,6 +64,16 @@ typedef struct syrah_device syrah_device;
 typedef struct syrah_event syrah_event;
 
 /*
+ A graph ready to be submitted.
+ */
+typedef struct syrah_graph_exec syrah_graph_exec;
+
+/*
+ A recorded graph, ready to be finalized (any number of times).
+ */
+typedef struct syrah_graph syrah_graph;
+
+/*
  An active host accessor.
  */
 typedef struct syrah_host_accessor syrah_host_accessor;
@@ -229,6 +239,26 @@ typedef uint32_t syrah_event_status;
 typedef uint32_t syrah_profiling_info;
 
 /*
+ How a finalized graph is replayed (`syrah_graph_exec_get_backend`,
+ `syrah_device_get_graph_backend`).
+ */
+typedef uint32_t syrah_graph_backend;
+
+/*
+ Kinds of kernel argument.
+ */
+typedef uint32_t syrah_arg_kind;
+
+/*
+ One kernel argument, in parameter order.
+ */
+typedef struct {
+  syrah_arg_kind kind;
+  size_t size;
+  const void *value;
+} syrah_kernel_arg;
+
+/*
  A host task: a function run on a runtime thread with the group's
  context and its user data. It returns `SYRAH_SUCCESS`, or another status
  to report failure (which becomes an asynchronous error of the group,
@@ -283,20 +313,6 @@ typedef struct {
 } syrah_range;
 
 /*
- Kinds of kernel argument.
- */
-typedef uint32_t syrah_arg_kind;
-
-/*
- One kernel argument, in parameter order.
- */
-typedef struct {
-  syrah_arg_kind kind;
-  size_t size;
-  const void *value;
-} syrah_kernel_arg;
-
-/*
  Kinds of USM allocation (`syrah_get_pointer_type`).
  */
 typedef uint32_t syrah_usm_alloc;
@@ -310,6 +326,18 @@ typedef uint32_t syrah_device_type;
  How a device provides USM.
  */
 typedef uint32_t syrah_usm_strategy;
+
+/*
+ The graph's kernels are recorded once into an OpenCL command-buffer
+ (`cl_khr_command_buffer`), enqueued as one command per submission.
+ */
+#define SYRAH_GRAPH_BACKEND_COMMAND_BUFFER 1
+
+/*
+ The graph's commands are enqueued one by one with their dependencies
+ worked out once, when the graph was finalized.
+ */
+#define SYRAH_GRAPH_BACKEND_REPLAY 2
 
 /*
  The `cl_command_queue` of the queue's device.
@@ -422,6 +450,12 @@ typedef uint32_t syrah_usm_strategy;
  failed; the message holds its own error text.
  */
 #define SYRAH_ERROR_COMMUNICATION 20
+
+/*
+ The call cannot be done in the object's present state: waiting on a
+ queue that is recording a graph, recording what a graph cannot hold.
+ */
+#define SYRAH_ERROR_INVALID_OPERATION 21
 
 /*
  A bug in Syrah (a caught panic); please report the message.
@@ -1030,6 +1064,108 @@ syrah_status syrah_event_retain(const syrah_event *event);
  Drops a reference to an event. The command itself is unaffected.
  */
 syrah_status syrah_event_release(const syrah_event *event);
+
+/*
+ Starts recording a graph from `queue`: until
+ `syrah_queue_end_recording`, kernels, host tasks, USM copies, fills,
+ prefetches and advice, and barriers submitted to it become the graph's
+ nodes instead of running, and their events (which cannot be waited for)
+ name them to later recorded commands as dependencies. Nodes depend on
+ each other as the commands would: in submission order on an in-order
+ queue, else through their dependencies, conflicting accessors and
+ barriers. Waiting for the queue, explicit accessor copies and fills,
+ and host accessors of a buffer a node uses fail while it records.
+ */
+syrah_status syrah_queue_begin_recording(const syrah_queue *queue);
+
+/*
+ Ends the recording of `queue` and gives the recorded graph (owned by
+ the caller, released with `syrah_graph_release`). Later submissions to
+ the queue run as usual.
+ */
+syrah_status syrah_queue_end_recording(const syrah_queue *queue, syrah_graph **out_graph);
+
+/*
+ Whether `queue` is recording a graph.
+ */
+syrah_status syrah_queue_is_recording(const syrah_queue *queue, bool *out_recording);
+
+/*
+ The number of nodes of a recorded graph; nodes are numbered from 0 in
+ the order they were recorded (`syrah_graph_exec_set_arg` names them so).
+ */
+syrah_status syrah_graph_get_node_count(const syrah_graph *graph, size_t *out_count);
+
+/*
+ Adds a reference to a recorded graph.
+ */
+syrah_status syrah_graph_retain(const syrah_graph *graph);
+
+/*
+ Drops a reference to a recorded graph. Its host tasks' `release`
+ callbacks run when the graph and every executable graph made from it
+ are gone.
+ */
+syrah_status syrah_graph_release(const syrah_graph *graph);
+
+/*
+ Makes an executable graph from `graph`: plans its replay once (lanes,
+ waits, events), gives each kernel node its own kernel object with its
+ arguments set, and on a device with `cl_khr_command_buffer` records a
+ graph of kernels into command-buffers. The result is owned by the
+ caller (`syrah_graph_exec_release`) and may be submitted any number of
+ times.
+ */
+syrah_status syrah_graph_finalize(const syrah_graph *graph, syrah_graph_exec **out_exec);
+
+/*
+ Adds a reference to an executable graph.
+ */
+syrah_status syrah_graph_exec_retain(const syrah_graph_exec *exec);
+
+/*
+ Drops a reference to an executable graph; submissions in flight keep it
+ until they end.
+ */
+syrah_status syrah_graph_exec_release(const syrah_graph_exec *exec);
+
+/*
+ How the executable graph is replayed (`SYRAH_GRAPH_BACKEND_*`).
+ */
+syrah_status syrah_graph_exec_get_backend(const syrah_graph_exec *exec,
+                                          syrah_graph_backend *out_backend);
+
+/*
+ How graphs of kernels only are replayed on `device`: with
+ command-buffers where it has `cl_khr_command_buffer` (unless
+ `SYRAH_COMMAND_BUFFER=off`), else by the planned replay. Graphs with
+ other nodes always use the planned replay.
+ */
+syrah_status syrah_device_get_graph_backend(const syrah_device *device,
+                                            syrah_graph_backend *out_backend);
+
+/*
+ Sets argument `index` of kernel node `node` (numbered in recording
+ order) for the submissions that follow: a value (copied now), a USM
+ pointer or a local-memory size. Accessor arguments cannot be changed.
+ */
+syrah_status syrah_graph_exec_set_arg(const syrah_graph_exec *exec,
+                                      size_t node,
+                                      size_t index,
+                                      const syrah_kernel_arg *arg);
+
+/*
+ Submits an executable graph to `queue` (of the device and context it
+ was recorded for) after `dependencies`, after the queue's earlier
+ commands on an in-order queue, and after the previous submission of the
+ same graph. Buffers' pages that moved since are brought back as for any
+ command. `out_event` (may be NULL) completes when the whole graph has.
+ */
+syrah_status syrah_queue_submit_graph(const syrah_queue *queue,
+                                      const syrah_graph_exec *exec,
+                                      const syrah_event *const *dependencies,
+                                      size_t dependency_count,
+                                      syrah_event **out_event);
 
 /*
  Submits a group of `task_count` host tasks that run, in order, on a

@@ -337,6 +337,15 @@ pub unsafe extern "C" fn syrah_buffer_host_access(
         }
         // SAFETY: forwarded contract.
         let b = unsafe { borrow(buffer, "buffer") }?;
+        if let Some(g) = crate::runtime::graph::recording_using(b.owner.storage.id) {
+            return Err(Error::new(
+                crate::core::error::Status::InvalidOperation,
+                format!(
+                    "a host accessor cannot be taken on a buffer that graph {g}, being recorded, \
+                     uses: end the recording first"
+                ),
+            ));
+        }
         let m = mode_from(mode).map_err(|mut e| {
             e.message = format!("the host accessor has {}", e.message);
             e

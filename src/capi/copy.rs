@@ -157,6 +157,7 @@ unsafe fn copy_host(
 ) -> Result<()> {
     // SAFETY: forwarded contract.
     let q = unsafe { borrow(queue, "queue") }?;
+    super::graph::refuse_while_recording(q, "an explicit accessor copy or fill")?;
     if host.is_null() {
         return Err(null(if to_host { "destination" } else { "source" }));
     }
@@ -258,6 +259,7 @@ pub unsafe extern "C" fn syrah_queue_copy_accessor(
     guard(|| {
         // SAFETY: forwarded contract.
         let q = unsafe { borrow(queue, "queue") }?;
+        super::graph::refuse_while_recording(q, "an explicit accessor copy or fill")?;
         let mut k1 = smallvec::SmallVec::new();
         let mut k2 = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
@@ -314,6 +316,7 @@ pub unsafe extern "C" fn syrah_queue_fill_accessor(
     guard(|| {
         // SAFETY: forwarded contract.
         let q = unsafe { borrow(queue, "queue") }?;
+        super::graph::refuse_while_recording(q, "an explicit accessor copy or fill")?;
         if !(pattern_size.is_power_of_two() && pattern_size <= 128) {
             return Err(Error::invalid(format!(
                 "fill pattern size {pattern_size} is not one of 1, 2, 4, 8, 16, 32, 64 or 128 bytes"

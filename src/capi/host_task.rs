@@ -76,6 +76,26 @@ pub unsafe extern "C" fn syrah_queue_submit_host_tasks(
         let mut buffers = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
         let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
+        if let Some(rec) = super::graph::recording(&q) {
+            if list.is_empty() {
+                return Err(Error::invalid(
+                    "a host-task group needs at least one task (0 given)",
+                ));
+            }
+            let n = list.len();
+            // SAFETY: forwarded contract.
+            return unsafe {
+                super::graph::record(
+                    &rec,
+                    crate::runtime::graph::Action::HostTasks(list),
+                    super::graph::accesses_of(&reqs),
+                    dependencies,
+                    dependency_count,
+                    format!("host task group of {n}"),
+                    out_event,
+                )
+            };
+        }
         // SAFETY: forwarded contract.
         let deps = unsafe { deps_from(dependencies, dependency_count) }?;
         let ev = q.submit_host_tasks(&reqs, &list, &deps)?;

@@ -15,6 +15,7 @@ pub mod context;
 pub mod copy;
 pub mod device;
 pub mod event;
+pub mod graph;
 pub mod host_task;
 pub mod program;
 pub mod queue;

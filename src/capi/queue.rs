@@ -122,6 +122,7 @@ pub unsafe extern "C" fn syrah_queue_wait(queue: *const Queue) -> syrah_status {
     guard(|| {
         // SAFETY: forwarded contract.
         let q = unsafe { clone_arc(queue, "queue") }?;
+        super::graph::refuse_while_recording(&q, "waiting for the queue")?;
         q.wait()
     })
 }
@@ -138,6 +139,20 @@ pub unsafe extern "C" fn syrah_queue_barrier(
     guard(|| {
         // SAFETY: forwarded contract.
         let q = unsafe { borrow(queue, "queue") }?;
+        if let Some(rec) = super::graph::recording(q) {
+            // SAFETY: forwarded contract.
+            return unsafe {
+                super::graph::record(
+                    &rec,
+                    crate::runtime::graph::Action::Barrier,
+                    Vec::new(),
+                    dependencies,
+                    dependency_count,
+                    "barrier".into(),
+                    out_event,
+                )
+            };
+        }
         // SAFETY: forwarded contract.
         let deps = unsafe { deps_from(dependencies, dependency_count) }?;
         let ev = q.barrier(&deps)?;
@@ -312,6 +327,26 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
+        if let Some(rec) = super::graph::recording(q) {
+            let mut buffers = SmallVec::new();
+            // SAFETY: forwarded contract.
+            let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
+            // SAFETY: forwarded contract.
+            return unsafe {
+                super::graph::record_kernel(
+                    &rec,
+                    q,
+                    k,
+                    nd,
+                    &reqs,
+                    args,
+                    arg_count,
+                    dependencies,
+                    dependency_count,
+                    out_event,
+                )
+            };
+        }
         let done = if accessor_count == 0 {
             // Nothing to move or track: the launch alone.
             let kinfo = q.precheck(k, &nd, arg_count)?;

@@ -56,6 +56,9 @@ pub const SYRAH_ERROR_KERNEL_NOT_FOUND: syrah_status = 19;
 /// A communication library's call (MPI, in the companion `syrah_mpi`)
 /// failed; the message holds its own error text.
 pub const SYRAH_ERROR_COMMUNICATION: syrah_status = 20;
+/// The call cannot be done in the object's present state: waiting on a
+/// queue that is recording a graph, recording what a graph cannot hold.
+pub const SYRAH_ERROR_INVALID_OPERATION: syrah_status = 21;
 /// A bug in Syrah (a caught panic); please report the message.
 pub const SYRAH_ERROR_INTERNAL: syrah_status = 99;
 
@@ -321,6 +324,7 @@ mod tests {
             (SYRAH_ERROR_BUFFER_TOO_SMALL, Status::BufferTooSmall),
             (SYRAH_ERROR_KERNEL_NOT_FOUND, Status::KernelNotFound),
             (SYRAH_ERROR_COMMUNICATION, Status::Communication),
+            (SYRAH_ERROR_INVALID_OPERATION, Status::InvalidOperation),
             (SYRAH_ERROR_INTERNAL, Status::Internal),
         ];
         assert_eq!(pairs.len(), Status::ALL.len());

@@ -8,6 +8,7 @@ use crate::core::error::{Error, Result};
 use crate::core::registry::AllocKind;
 use crate::runtime::context::Context;
 use crate::runtime::event::Event;
+use crate::runtime::graph::Action;
 use crate::runtime::platform::Device;
 use crate::runtime::queue::{Queue, Submitted};
 use std::ffi::c_void;
@@ -256,11 +257,12 @@ unsafe fn queue_op(
     deps: *const *const Event,
     ndeps: usize,
     out_event: *mut *mut Event,
+    node: impl FnOnce() -> (Action, String),
     f: impl FnOnce(&Queue, &[Arc<Event>]) -> Result<Arc<Event>>,
 ) -> Result<()> {
     // SAFETY: forwarded contract.
     unsafe {
-        queue_op_quiet(queue, deps, ndeps, out_event, |q, d, _| {
+        queue_op_quiet(queue, deps, ndeps, out_event, node, |q, d, _| {
             f(q, d).map(Submitted::Event)
         })
     }
@@ -276,10 +278,18 @@ unsafe fn queue_op_quiet(
     deps: *const *const Event,
     ndeps: usize,
     out_event: *mut *mut Event,
+    node: impl FnOnce() -> (Action, String),
     f: impl FnOnce(&Queue, &[Arc<Event>], bool) -> Result<Submitted>,
 ) -> Result<()> {
     // SAFETY: forwarded contract.
     let q = unsafe { borrow(queue, "queue") }?;
+    if let Some(rec) = super::graph::recording(q) {
+        let (action, what) = node();
+        // SAFETY: forwarded contract.
+        return unsafe {
+            super::graph::record(&rec, action, Vec::new(), deps, ndeps, what, out_event)
+        };
+    }
     // SAFETY: forwarded contract.
     let d = unsafe { deps_from(deps, ndeps) }?;
     let done = f(q, &d, !out_event.is_null())?;
@@ -317,6 +327,13 @@ pub unsafe extern "C" fn syrah_queue_memcpy(
                 dependencies,
                 dependency_count,
                 out_event,
+                || {
+                    let (dst, src) = (destination as usize, source as usize);
+                    (
+                        Action::Memcpy { dst, src, size },
+                        format!("memcpy of {size} bytes"),
+                    )
+                },
                 |q, d, want| q.memcpy(destination, source, size, d, want),
             )
         }
@@ -346,6 +363,13 @@ pub unsafe extern "C" fn syrah_queue_memset(
                 dependencies,
                 dependency_count,
                 out_event,
+                || {
+                    let (ptr, pattern) = (pointer as usize, byte.to_vec());
+                    (
+                        Action::Fill { ptr, pattern, size },
+                        format!("memset of {size} bytes"),
+                    )
+                },
                 |q, d, want| q.fill_submitted(pointer, &byte, size, d, want),
             )
         }
@@ -382,6 +406,13 @@ pub unsafe extern "C" fn syrah_queue_fill(
                 dependencies,
                 dependency_count,
                 out_event,
+                || {
+                    let (ptr, pattern) = (pointer as usize, pat.to_vec());
+                    (
+                        Action::Fill { ptr, pattern, size },
+                        format!("fill of {size} bytes"),
+                    )
+                },
                 |q, d, want| q.fill_submitted(pointer, pat, size, d, want),
             )
         }
@@ -405,9 +436,20 @@ pub unsafe extern "C" fn syrah_queue_prefetch(
         }
         // SAFETY: forwarded contract.
         unsafe {
-            queue_op(queue, dependencies, dependency_count, out_event, |q, d| {
-                q.prefetch(pointer, size, d)
-            })
+            queue_op(
+                queue,
+                dependencies,
+                dependency_count,
+                out_event,
+                || {
+                    let ptr = pointer as usize;
+                    (
+                        Action::Prefetch { ptr, size },
+                        format!("prefetch of {size} bytes"),
+                    )
+                },
+                |q, d| q.prefetch(pointer, size, d),
+            )
         }
     })
 }
@@ -431,9 +473,18 @@ pub unsafe extern "C" fn syrah_queue_mem_advise(
         }
         // SAFETY: forwarded contract.
         unsafe {
-            queue_op(queue, dependencies, dependency_count, out_event, |q, d| {
-                q.mem_advise(pointer, size, advice, d)
-            })
+            queue_op(
+                queue,
+                dependencies,
+                dependency_count,
+                out_event,
+                || {
+                    let ptr = pointer as usize;
+                    let what = format!("mem_advise of {size} bytes");
+                    (Action::Advise { ptr, size, advice }, what)
+                },
+                |q, d| q.mem_advise(pointer, size, advice, d),
+            )
         }
     })
 }

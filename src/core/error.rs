@@ -28,12 +28,13 @@ pub enum Status {
     BufferTooSmall = 18,
     KernelNotFound = 19,
     Communication = 20,
+    InvalidOperation = 21,
     Internal = 99,
 }
 
 impl Status {
     /// Every status, in the order of its code.
-    pub const ALL: [Status; 22] = [
+    pub const ALL: [Status; 23] = [
         Status::Success,
         Status::NullArgument,
         Status::InvalidArgument,
@@ -55,6 +56,7 @@ impl Status {
         Status::BufferTooSmall,
         Status::KernelNotFound,
         Status::Communication,
+        Status::InvalidOperation,
         Status::Internal,
     ];
 
@@ -90,6 +92,7 @@ impl Status {
             Status::BufferTooSmall => "SYRAH_ERROR_BUFFER_TOO_SMALL",
             Status::KernelNotFound => "SYRAH_ERROR_KERNEL_NOT_FOUND",
             Status::Communication => "SYRAH_ERROR_COMMUNICATION",
+            Status::InvalidOperation => "SYRAH_ERROR_INVALID_OPERATION",
             Status::Internal => "SYRAH_ERROR_INTERNAL",
         }
     }

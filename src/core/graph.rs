@@ -195,7 +195,7 @@ mod tests {
                 deps: i.checked_sub(1).into_iter().collect(),
             })
             .collect();
-        let p = plan(&nodes, 4).unwrap();
+        let p = plan(&nodes, 4).expect("plan");
         assert_eq!(p.lanes, 1);
         assert!(p.steps.iter().all(|s| s.lane == 0 && s.waits.is_empty()));
         assert!(p.steps.iter().all(|s| !s.event));
@@ -212,7 +212,7 @@ mod tests {
             n(Direct, &[0]),
             n(Direct, &[1, 2]),
         ];
-        let p = plan(&nodes, 4).unwrap();
+        let p = plan(&nodes, 4).expect("plan");
         assert_eq!(p.lanes, 2);
         assert_eq!(p.steps[1].lane, 0);
         assert_eq!(p.steps[2].lane, 1);
@@ -228,7 +228,7 @@ mod tests {
     #[test]
     fn independent_roots_spread_then_share_lanes() {
         let nodes = vec![n(Direct, &[]), n(Direct, &[]), n(Direct, &[])];
-        let p = plan(&nodes, 2).unwrap();
+        let p = plan(&nodes, 2).expect("plan");
         assert_eq!(p.lanes, 2);
         assert_eq!(p.steps[2].lane, 0);
         assert!(p.steps.iter().all(|s| s.waits.is_empty()));
@@ -248,7 +248,7 @@ mod tests {
             n(Direct, &[]),
             n(Direct, &[2, 0, 1]),
         ];
-        let p = plan(&nodes, 4).unwrap();
+        let p = plan(&nodes, 4).expect("plan");
         assert_eq!(p.steps[3].lane, 0);
         assert_eq!(p.steps[3].waits, vec![2]);
         let nodes = vec![
@@ -257,7 +257,7 @@ mod tests {
             n(Direct, &[]),
             n(Direct, &[0, 1, 2]),
         ];
-        let p = plan(&nodes, 4).unwrap();
+        let p = plan(&nodes, 4).expect("plan");
         assert_eq!(p.steps[3].waits, vec![2]);
     }
 
@@ -269,7 +269,7 @@ mod tests {
             n(Direct, &[1]),
             n(Eager, &[]),
         ];
-        let p = plan(&nodes, 4).unwrap();
+        let p = plan(&nodes, 4).expect("plan");
         assert_eq!(p.steps[1].waits, vec![0]);
         assert!(p.steps[0].event && p.steps[1].event);
         assert_eq!(p.steps[2].waits, vec![1]);
@@ -287,8 +287,8 @@ mod tests {
             n(Empty, &[2]),
             n(Direct, &[3]),
         ];
-        assert_eq!(resolve_empty(&nodes).unwrap()[4], vec![0, 1]);
-        let p = plan(&nodes, 4).unwrap();
+        assert_eq!(resolve_empty(&nodes).expect("resolve")[4], vec![0, 1]);
+        let p = plan(&nodes, 4).expect("plan");
         assert_eq!(p.steps[4].lane, 0);
         assert_eq!(p.steps[4].waits, vec![1]);
         assert_eq!(p.ends, vec![4, 1]);
@@ -298,7 +298,7 @@ mod tests {
     fn a_later_dependency_is_refused() {
         let nodes = vec![n(Direct, &[1]), n(Direct, &[])];
         assert!(plan(&nodes, 4)
-            .unwrap_err()
+            .expect_err("refused")
             .contains("node 0 depends on node 1"));
     }
 

@@ -76,39 +76,19 @@ pub struct IntelUsm {
     pub clEnqueueMemAdviseINTEL: Option<Advise>,
 }
 
-fn addr(api: &Api, p: cl_platform_id, name: &str) -> Option<*mut c_void> {
-    let f = api.clGetExtensionFunctionAddressForPlatform?;
-    let cname = std::ffi::CString::new(name).ok()?;
-    // SAFETY: `p` is a platform id returned by clGetPlatformIDs and `cname`
-    // is a NUL-terminated string that outlives the call.
-    let ptr = unsafe { f(p, cname.as_ptr()) };
-    (!ptr.is_null()).then_some(ptr)
-}
-
-macro_rules! resolve {
-    ($api:expr, $p:expr, $name:ident : $ty:ty) => {
-        match addr($api, $p, stringify!($name)) {
-            // SAFETY: the driver returned this address for the named entry
-            // point, whose signature the extension specification defines.
-            Some(a) => Some(unsafe { std::mem::transmute::<*mut c_void, $ty>(a) }),
-            None => None,
-        }
-    };
-}
-
 impl IntelUsm {
     /// Resolves the table; `None` when any required entry point is missing.
     pub fn load(api: &Api, p: cl_platform_id) -> Option<IntelUsm> {
         Some(IntelUsm {
-            clHostMemAllocINTEL: resolve!(api, p, clHostMemAllocINTEL: AllocHost)?,
-            clDeviceMemAllocINTEL: resolve!(api, p, clDeviceMemAllocINTEL: AllocDev)?,
-            clSharedMemAllocINTEL: resolve!(api, p, clSharedMemAllocINTEL: AllocDev)?,
-            clMemBlockingFreeINTEL: resolve!(api, p, clMemBlockingFreeINTEL: Free)?,
-            clSetKernelArgMemPointerINTEL: resolve!(api, p, clSetKernelArgMemPointerINTEL: SetArg)?,
-            clEnqueueMemcpyINTEL: resolve!(api, p, clEnqueueMemcpyINTEL: Memcpy)?,
-            clEnqueueMemFillINTEL: resolve!(api, p, clEnqueueMemFillINTEL: MemFill)?,
-            clEnqueueMigrateMemINTEL: resolve!(api, p, clEnqueueMigrateMemINTEL: Migrate),
-            clEnqueueMemAdviseINTEL: resolve!(api, p, clEnqueueMemAdviseINTEL: Advise),
+            clHostMemAllocINTEL: resolve_ext!(api, p, clHostMemAllocINTEL: AllocHost)?,
+            clDeviceMemAllocINTEL: resolve_ext!(api, p, clDeviceMemAllocINTEL: AllocDev)?,
+            clSharedMemAllocINTEL: resolve_ext!(api, p, clSharedMemAllocINTEL: AllocDev)?,
+            clMemBlockingFreeINTEL: resolve_ext!(api, p, clMemBlockingFreeINTEL: Free)?,
+            clSetKernelArgMemPointerINTEL: resolve_ext!(api, p, clSetKernelArgMemPointerINTEL: SetArg)?,
+            clEnqueueMemcpyINTEL: resolve_ext!(api, p, clEnqueueMemcpyINTEL: Memcpy)?,
+            clEnqueueMemFillINTEL: resolve_ext!(api, p, clEnqueueMemFillINTEL: MemFill)?,
+            clEnqueueMigrateMemINTEL: resolve_ext!(api, p, clEnqueueMigrateMemINTEL: Migrate),
+            clEnqueueMemAdviseINTEL: resolve_ext!(api, p, clEnqueueMemAdviseINTEL: Advise),
         })
     }
 }

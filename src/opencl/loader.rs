@@ -173,6 +173,17 @@ pub fn check(code: cl_int, what: &str) -> Result<(), Error> {
     }
 }
 
+/// The address of extension entry point `name` of platform `p`, if the
+/// driver has it.
+pub(crate) fn ext_addr(api: &Api, p: cl_platform_id, name: &str) -> Option<*mut std::ffi::c_void> {
+    let f = api.clGetExtensionFunctionAddressForPlatform?;
+    let cname = std::ffi::CString::new(name).ok()?;
+    // SAFETY: `p` is a platform id returned by clGetPlatformIDs and `cname`
+    // is a NUL-terminated string that outlives the call.
+    let ptr = unsafe { f(p, cname.as_ptr()) };
+    (!ptr.is_null()).then_some(ptr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -172,12 +172,15 @@ impl Event {
     /// recorded command, which never runs.
     pub fn check_runs(&self, doing: &str) -> Result<()> {
         match self.recorded {
-            Some((g, n)) => Err(Error::invalid(format!(
-                "cannot {doing} the event of node {n} of graph recording {g} ({}): a recorded \
+            Some((g, n)) => Err(Error::new(
+                Status::InvalidOperation,
+                format!(
+                    "cannot {doing} the event of node {n} of graph recording {g} ({}): a recorded \
                  command does not run; submit the finalized graph and use the event of that \
                  submission",
-                self.what
-            ))),
+                    self.what
+                ),
+            )),
             None => Ok(()),
         }
     }

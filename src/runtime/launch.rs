@@ -1,5 +1,6 @@
 //! Kernel launches.
 
+use super::context::Context;
 use super::event::Event;
 use super::program::{Kernel, KernelDeviceInfo};
 use super::queue::{ptr_or_null, LanePos, Queue, Submitted};
@@ -147,95 +148,90 @@ impl Queue {
             return self.marker(&all, &what).map(Submitted::Event);
         }
         let mut held = kernel.lock.lock();
-        self.set_args(kernel, &mut held, args)?;
+        set_args(&self.ctx, kernel, &mut held, args)?;
         let local_args = !dynamic.is_empty();
         self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
             // The arguments were set under the kernel's lock, still held.
             enqueue_ndrange(q, kernel.cl, &kernel.name, range, local_args, wl, ev)
         })
     }
+}
 
-    /// Sets `args` on `kernel` (whose lock the caller holds, `held` being
-    /// what it guards): values, local memory, buffers' memory objects
-    /// (retained while they are arguments) and USM pointers through the
-    /// context's USM strategy.
-    pub(crate) fn set_args(
-        &self,
-        kernel: &Kernel,
-        held: &mut [usize],
-        args: &[Arg<'_>],
-    ) -> Result<()> {
-        let api = api()?;
-        let intel = self
-            .ctx
-            .platform
-            .intel_usm
-            .as_ref()
-            .filter(|_| self.ctx.strategy == UsmStrategy::IntelUsm);
-        for (i, a) in args.iter().enumerate() {
-            let idx = i as cl_uint;
-            let rc = match a {
-                // SAFETY: `b` is a readable slice of the given length.
-                Arg::Scalar(b) => unsafe {
-                    (api.clSetKernelArg)(kernel.cl, idx, b.len(), b.as_ptr().cast())
-                },
-                // SAFETY: a null value with a size reserves local memory.
-                Arg::Local(n) => unsafe {
-                    (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null())
-                },
-                // SAFETY: a live memory object passed by value; the kernel
-                // keeps a reference to it while it is the argument.
-                Arg::Mem(m) => unsafe {
-                    let rc = (api.clSetKernelArg)(
-                        kernel.cl,
-                        idx,
-                        std::mem::size_of::<cl_mem>(),
-                        (m as *const cl_mem).cast(),
-                    );
-                    if rc == CL_SUCCESS {
-                        (api.clRetainMemObject)(*m);
-                        if let Some(old) = held.get_mut(i) {
-                            if *old != 0 {
-                                (api.clReleaseMemObject)(*old as cl_mem);
-                            }
-                            *old = *m as usize;
+/// Sets `args` on `kernel` (whose lock the caller holds, `held` being
+/// what it guards): values, local memory, buffers' memory objects
+/// (retained while they are arguments) and USM pointers through the
+/// context's USM strategy.
+pub(crate) fn set_args(
+    ctx: &Context,
+    kernel: &Kernel,
+    held: &mut [usize],
+    args: &[Arg<'_>],
+) -> Result<()> {
+    let api = api()?;
+    let intel = ctx
+        .platform
+        .intel_usm
+        .as_ref()
+        .filter(|_| ctx.strategy == UsmStrategy::IntelUsm);
+    for (i, a) in args.iter().enumerate() {
+        let idx = i as cl_uint;
+        let rc = match a {
+            // SAFETY: `b` is a readable slice of the given length.
+            Arg::Scalar(b) => unsafe {
+                (api.clSetKernelArg)(kernel.cl, idx, b.len(), b.as_ptr().cast())
+            },
+            // SAFETY: a null value with a size reserves local memory.
+            Arg::Local(n) => unsafe { (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null()) },
+            // SAFETY: a live memory object passed by value; the kernel
+            // keeps a reference to it while it is the argument.
+            Arg::Mem(m) => unsafe {
+                let rc = (api.clSetKernelArg)(
+                    kernel.cl,
+                    idx,
+                    std::mem::size_of::<cl_mem>(),
+                    (m as *const cl_mem).cast(),
+                );
+                if rc == CL_SUCCESS {
+                    (api.clRetainMemObject)(*m);
+                    if let Some(old) = held.get_mut(i) {
+                        if *old != 0 {
+                            (api.clReleaseMemObject)(*old as cl_mem);
                         }
+                        *old = *m as usize;
                     }
-                    rc
+                }
+                rc
+            },
+            Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
+                // SAFETY: the extension takes any USM pointer value.
+                (Some(f), _) => unsafe { (f.clSetKernelArgMemPointerINTEL)(kernel.cl, idx, *p) },
+                // SAFETY: SVM pointer arguments are plain values.
+                (None, Some(f)) => unsafe { f(kernel.cl, idx, *p) },
+                (None, None) => CL_INVALID_OPERATION,
+            },
+        };
+        if rc != CL_SUCCESS {
+            return Err(Error::new(
+                if rc == -50 || rc == -51 {
+                    Status::KernelArguments
+                } else {
+                    Status::Opencl
                 },
-                Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
-                    // SAFETY: the extension takes any USM pointer value.
-                    (Some(f), _) => unsafe {
-                        (f.clSetKernelArgMemPointerINTEL)(kernel.cl, idx, *p)
+                format!(
+                    "setting argument {i} ({}) of kernel '{}' failed: {} ({rc})",
+                    match a {
+                        Arg::Scalar(b) => format!("value of {} bytes", b.len()),
+                        Arg::Local(n) => format!("{n} bytes of local memory"),
+                        Arg::Usm(p) => format!("USM pointer {p:?}"),
+                        Arg::Mem(_) => "buffer accessor".to_string(),
                     },
-                    // SAFETY: SVM pointer arguments are plain values.
-                    (None, Some(f)) => unsafe { f(kernel.cl, idx, *p) },
-                    (None, None) => CL_INVALID_OPERATION,
-                },
-            };
-            if rc != CL_SUCCESS {
-                return Err(Error::new(
-                    if rc == -50 || rc == -51 {
-                        Status::KernelArguments
-                    } else {
-                        Status::Opencl
-                    },
-                    format!(
-                        "setting argument {i} ({}) of kernel '{}' failed: {} ({rc})",
-                        match a {
-                            Arg::Scalar(b) => format!("value of {} bytes", b.len()),
-                            Arg::Local(n) => format!("{n} bytes of local memory"),
-                            Arg::Usm(p) => format!("USM pointer {p:?}"),
-                            Arg::Mem(_) => "buffer accessor".to_string(),
-                        },
-                        kernel.name,
-                        cl_error_name(rc)
-                    ),
-                ));
-            }
+                    kernel.name,
+                    cl_error_name(rc)
+                ),
+            ));
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Enqueues `kernel` (named `name`; its arguments already set) over

@@ -5,6 +5,7 @@ pub mod buffer;
 pub mod build_cache;
 pub mod context;
 pub mod event;
+pub mod graph;
 pub mod host_task;
 pub mod launch;
 pub(crate) mod linger;

@@ -4,6 +4,9 @@ use crate::core::aspects::{choose_strategy, usm_support, UsmCaps, UsmStrategy, U
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::Limits;
 use crate::core::selector::{DeviceDesc, DeviceKind};
+use crate::opencl::cmdbuf::{
+    CommandBuffers, CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
+};
 use crate::opencl::ffi::*;
 use crate::opencl::info;
 use crate::opencl::intel::IntelUsm;
@@ -19,6 +22,8 @@ pub struct Platform {
     pub version: String,
     pub extensions: String,
     pub intel_usm: Option<IntelUsm>,
+    /// `cl_khr_command_buffer`'s entry points, where a device has it.
+    pub command_buffers: Option<CommandBuffers>,
     pub devices: Vec<Device>,
 }
 
@@ -46,6 +51,11 @@ pub struct Device {
     pub out_of_order: bool,
     pub profiling: bool,
     pub caps: UsmCaps,
+    /// The device records commands into command-buffers
+    /// (`cl_khr_command_buffer`, with its platform's entry points found,
+    /// and no queue property required but profiling), with the queue
+    /// properties its command-buffers' queues must have.
+    pub command_buffer: Option<cl_command_queue_properties>,
     pub strategy: UsmStrategy,
     pub usm: UsmSupport,
     /// Whether large copies with ordinary host memory go through pinned
@@ -186,9 +196,20 @@ fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform
     } else {
         None
     };
+    let any_command_buffer = dev_ids.iter().any(|&d| {
+        info::device_string(api, d, CL_DEVICE_EXTENSIONS)
+            .map(|e| has_ext(&e, "cl_khr_command_buffer"))
+            .unwrap_or(false)
+    });
+    let command_buffers = if any_command_buffer {
+        CommandBuffers::load(api, id)
+    } else {
+        None
+    };
     let mut devices = Vec::new();
     for d in dev_ids {
-        if let Ok(dev) = load_device(api, d, index, devices.len(), intel_usm.is_some()) {
+        let fns = (intel_usm.is_some(), command_buffers.is_some());
+        if let Ok(dev) = load_device(api, d, index, devices.len(), fns) {
             devices.push(dev);
         }
     }
@@ -200,6 +221,7 @@ fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform
         version,
         extensions,
         intel_usm,
+        command_buffers,
         devices,
     })
 }
@@ -213,7 +235,7 @@ fn load_device(
     id: cl_device_id,
     platform_index: usize,
     index: usize,
-    intel_fns: bool,
+    (intel_fns, command_buffer_fns): (bool, bool),
 ) -> Result<Device> {
     let ty: cl_device_type = info::device_scalar(api, id, CL_DEVICE_TYPE)?;
     let kind = if ty & CL_DEVICE_TYPE_GPU != 0 {
@@ -230,6 +252,18 @@ fn load_device(
     let item = |i: usize| sizes.get(i).copied().unwrap_or(1);
     let queue_props: cl_command_queue_properties =
         info::device_scalar_or(api, id, CL_DEVICE_QUEUE_ON_HOST_PROPERTIES, 0);
+    // A graph's lanes are in-order queues; profiling can be asked for.
+    let required: cl_command_queue_properties = info::device_scalar_or(
+        api,
+        id,
+        CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
+        0,
+    );
+    let command_buffer = (command_buffer_fns
+        && has_ext(&extensions, "cl_khr_command_buffer")
+        && required & !CL_QUEUE_PROFILING_ENABLE == 0
+        && std::env::var("SYRAH_COMMAND_BUFFER").map_or(true, |v| v != "off"))
+    .then_some(required);
     let has_intel = intel_fns && has_ext(&extensions, "cl_intel_unified_shared_memory");
     let caps = UsmCaps {
         has_intel_usm: has_intel,
@@ -312,6 +346,7 @@ fn load_device(
         out_of_order: queue_props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0,
         profiling: queue_props & CL_QUEUE_PROFILING_ENABLE != 0,
         caps,
+        command_buffer,
         strategy,
         usm,
         staging,

@@ -15,4 +15,6 @@ mod transfer;
 
 pub use access::{held_storages, AccessReq, HostAccessor, HostPrepared, Prepared};
 pub use alloc::views_work;
-pub use storage::{Allocator, Buffer, BufferDesc, Deps, Mode, Ownership, Stats, Storage, Turn};
+pub use storage::{
+    Allocator, Buffer, BufferDesc, Deps, Mode, Owner, Ownership, Stats, Storage, Turn,
+};

@@ -1,0 +1,248 @@
+//! Finalized graphs: the replay plan, the graph's own in-order lanes, one
+//! private kernel per directly replayed node with its arguments set, the
+//! back end chosen for the device, and argument updates between replays.
+
+use super::cmdbuf::Pool;
+use super::{Action, Graph, NodeArg};
+use crate::core::error::{Error, Result, Status};
+use crate::core::graph::{plan, NodeKind, Plan, PlanNode};
+use crate::opencl::ffi::*;
+use crate::opencl::loader::api;
+use crate::runtime::event::Event;
+use crate::runtime::launch::{set_args, Arg};
+use crate::runtime::program::{Kernel, Program};
+use crate::runtime::queue::open_lane;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Lanes a graph's independent direct nodes spread over.
+const GRAPH_LANES: usize = 4;
+
+/// How a finalized graph is replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Every node is a kernel, recorded once into a `cl_khr_command_buffer`
+    /// that each replay enqueues as one command.
+    CommandBuffer,
+    /// The planned commands are enqueued one by one onto the graph's lanes,
+    /// with waits worked out once; other nodes go through the queue.
+    Replay,
+}
+
+/// A graph ready to be submitted.
+pub struct ExecGraph {
+    pub graph: Arc<Graph>,
+    pub plan: Plan,
+    pub kinds: Vec<NodeKind>,
+    /// The graph's own in-order OpenCL queues (at least one: the end marker
+    /// goes on the first).
+    pub(crate) lanes: Vec<cl_command_queue>,
+    /// A private kernel per direct node, its arguments set.
+    pub(crate) kernels: Vec<Option<Kernel>>,
+    pub backend: Backend,
+    pub(crate) pool: Mutex<Pool>,
+    /// Held for a whole submission (one replay at a time) and for argument
+    /// updates; holds the end event of the last submission, which the next
+    /// one follows.
+    pub(crate) turn: Mutex<Option<Arc<Event>>>,
+}
+
+// SAFETY: OpenCL queues and kernels are thread-safe objects; the kernels'
+// arguments change only under `turn`.
+unsafe impl Send for ExecGraph {}
+// SAFETY: as above.
+unsafe impl Sync for ExecGraph {}
+
+impl Drop for ExecGraph {
+    fn drop(&mut self) {
+        let Ok(api) = api() else { return };
+        self.pool.get_mut().release();
+        self.kernels.clear();
+        let ctx = &self.graph.ctx;
+        for &q in &self.lanes {
+            // SAFETY: a queue this graph created and owns; every submission
+            // kept the graph alive until its end, so nothing runs there.
+            unsafe {
+                (api.clFinish)(q);
+                if ctx.defers_queue_release() {
+                    ctx.retired_queues.lock().push(q as usize);
+                } else {
+                    (api.clReleaseCommandQueue)(q);
+                }
+            }
+        }
+    }
+}
+
+/// A node's kernel arguments as the launch path takes them.
+pub(crate) fn args_of<'a>(
+    args: &'a [NodeArg],
+    accessors: &[(usize, Option<usize>)],
+) -> Vec<Arg<'a>> {
+    args.iter()
+        .map(|a| match a {
+            NodeArg::Scalar(b) => Arg::Scalar(b),
+            NodeArg::Usm(p) => Arg::Usm(*p as *const std::ffi::c_void),
+            NodeArg::Local(n) => Arg::Local(*n),
+            NodeArg::Accessor(i) => match accessors.get(*i) {
+                Some(&(_, Some(m))) => Arg::Mem(m as cl_mem),
+                Some(&(p, None)) => Arg::Usm(p as *const std::ffi::c_void),
+                None => Arg::Usm(std::ptr::null()),
+            },
+        })
+        .collect()
+}
+
+impl ExecGraph {
+    /// Plans `graph`, makes its lanes and private kernels, and picks its
+    /// back end.
+    pub fn finalize(graph: Arc<Graph>) -> Result<Arc<ExecGraph>> {
+        let direct = |n: &super::Node| match &n.action {
+            Action::Kernel { range, args, .. } => {
+                n.accesses.is_empty()
+                    && !range.is_empty()
+                    && !args
+                        .lock()
+                        .iter()
+                        .any(|a| matches!(a, NodeArg::Accessor(_)))
+            }
+            _ => false,
+        };
+        let kinds: Vec<NodeKind> = graph
+            .nodes
+            .iter()
+            .map(|n| match n.action {
+                Action::Barrier => NodeKind::Empty,
+                _ if direct(n) => NodeKind::Direct,
+                _ => NodeKind::Eager,
+            })
+            .collect();
+        let nodes: Vec<PlanNode> = graph
+            .nodes
+            .iter()
+            .zip(&kinds)
+            .map(|(n, &kind)| PlanNode {
+                kind,
+                deps: n.deps.clone(),
+            })
+            .collect();
+        let plan = plan(&nodes, GRAPH_LANES).map_err(|m| Error::new(Status::Internal, m))?;
+        let all_direct =
+            kinds.iter().all(|&k| k != NodeKind::Eager) && kinds.contains(&NodeKind::Direct);
+        let backend = match graph.device.command_buffer {
+            Some(_) if all_direct && graph.ctx.platform.command_buffers.is_some() => {
+                Backend::CommandBuffer
+            }
+            _ => Backend::Replay,
+        };
+        let props = graph.device.command_buffer.unwrap_or(0);
+        let mut exec = ExecGraph {
+            kinds,
+            plan,
+            lanes: Vec::new(),
+            kernels: Vec::new(),
+            backend,
+            pool: Mutex::new(Pool::default()),
+            turn: Mutex::new(None),
+            graph: graph.clone(),
+        };
+        let want = match backend {
+            Backend::CommandBuffer => 1,
+            Backend::Replay => exec.plan.lanes.max(1),
+        };
+        for _ in 0..want {
+            // Owned by `exec` at once: released with it on a failure.
+            let lane = open_lane(&graph.ctx, graph.device, props)?;
+            exec.lanes.push(lane);
+        }
+        for (i, n) in graph.nodes.iter().enumerate() {
+            let k = match (&n.action, exec.kinds[i]) {
+                (Action::Kernel { kernel, args, .. }, NodeKind::Direct) => {
+                    let own = Kernel::create(
+                        &Program {
+                            ctx: kernel.ctx.clone(),
+                            inner: kernel.program.clone(),
+                        },
+                        &kernel.name,
+                    )?;
+                    let args = args.lock();
+                    set_args(&graph.ctx, &own, &mut own.lock.lock(), &args_of(&args, &[]))
+                        .map_err(|mut e| {
+                            e.message = format!("node {i} of the graph: {}", e.message);
+                            e
+                        })?;
+                    Some(own)
+                }
+                _ => None,
+            };
+            exec.kernels.push(k);
+        }
+        Ok(Arc::new(exec))
+    }
+
+    /// Sets argument `index` of kernel node `node` for later replays.
+    pub fn set_arg(&self, node: usize, index: usize, arg: NodeArg) -> Result<()> {
+        let n = self.graph.nodes.get(node).ok_or_else(|| {
+            Error::invalid(format!(
+                "node {node} is out of range: the graph has {} nodes",
+                self.graph.nodes.len()
+            ))
+        })?;
+        let Action::Kernel { kernel, args, .. } = &n.action else {
+            return Err(Error::invalid(format!(
+                "node {node} is a {}, not a kernel launch: only kernel arguments can be updated",
+                n.what
+            )));
+        };
+        let _turn = self.turn.lock();
+        let mut args = args.lock();
+        let count = args.len();
+        let slot = args.get(index).ok_or_else(|| {
+            Error::new(
+                Status::KernelArguments,
+                format!(
+                    "argument index {index} is out of range: kernel '{}' of node {node} takes {count}",
+                    kernel.name
+                ),
+            )
+        })?;
+        if matches!(slot, NodeArg::Accessor(_)) != matches!(arg, NodeArg::Accessor(_)) {
+            return Err(Error::new(
+                Status::KernelArguments,
+                format!(
+                    "argument {index} of node {node} (kernel '{}') is {} accessor; an update \
+                     must keep it so",
+                    kernel.name,
+                    if matches!(slot, NodeArg::Accessor(_)) {
+                        "an"
+                    } else {
+                        "not an"
+                    }
+                ),
+            ));
+        }
+        if let Some(own) = &self.kernels[node] {
+            let mut held = own.lock.lock();
+            let mut list: Vec<NodeArg> = args.clone();
+            list[index] = arg.clone();
+            set_args(&self.graph.ctx, own, &mut held, &args_of(&list, &[])).map_err(|mut e| {
+                e.message = format!("updating node {node}: {}", e.message);
+                e
+            })?;
+            self.pool.lock().stale();
+        }
+        args[index] = arg;
+        Ok(())
+    }
+
+    /// Nodes whose buffers the user released, if any: such a graph cannot
+    /// be replayed.
+    pub fn released_buffer(&self) -> Option<(usize, &str)> {
+        self.graph.nodes.iter().enumerate().find_map(|(i, n)| {
+            n.accesses
+                .iter()
+                .any(|a| a.owner.strong_count() == 0)
+                .then_some((i, &*n.what))
+        })
+    }
+}

@@ -1,0 +1,356 @@
+//! Submitting a finalized graph to a queue: the checks (device, context,
+//! buffers still alive), what the submission waits for, the replay of its
+//! nodes by the plan or as one command-buffer, and the end event the queue
+//! tracks like any command's.
+
+use super::cmdbuf;
+use super::exec::{args_of, Backend, ExecGraph};
+use super::{Action, Node};
+use crate::core::error::{Error, Result, Status};
+use crate::core::graph::{NodeKind, PlanNode};
+use crate::core::launch::NdRange;
+use crate::opencl::ffi::*;
+use crate::opencl::loader::{api, check};
+use crate::runtime::buffer::{held_storages, AccessReq, Buffer, Deps};
+use crate::runtime::event::Event;
+use crate::runtime::host_task::Task;
+use crate::runtime::launch::enqueue_ndrange;
+use crate::runtime::queue::{ptr_or_null, Held, LanePositions, Queue, Submitted};
+use smallvec::SmallVec;
+use std::sync::{Arc, Weak};
+
+/// The event of a command submitted with an event asked for.
+fn into_event(q: &Queue, s: Submitted) -> Result<Arc<Event>> {
+    match s {
+        Submitted::Event(e) => Ok(e),
+        Submitted::Quiet(p) => match p.event()? {
+            Some(e) => Ok(e),
+            // Already known to be done.
+            None => q.marker(&[], "finished command"),
+        },
+    }
+}
+
+/// An event for a command enqueued on one of the graph's lanes.
+fn lane_event(cl: cl_event, ctx: u64, what: Arc<str>) -> Arc<Event> {
+    Event::new(cl, ctx, what, false, SmallVec::new(), Weak::<()>::new())
+}
+
+impl ExecGraph {
+    /// Submits the graph to `q` after `deps` (and, on an in-order queue,
+    /// after the queue's earlier commands; in any case after the previous
+    /// submission of this graph). Returns the event of its end.
+    pub fn submit(self: &Arc<Self>, q: &Arc<Queue>, deps: &[Arc<Event>]) -> Result<Arc<Event>> {
+        let g = &self.graph;
+        if q.ctx.id != g.ctx.id || !std::ptr::eq(q.device, g.device) {
+            return Err(Error::new(
+                Status::WrongContext,
+                format!(
+                    "graph {} was recorded for device {} in context {}; the queue is on device {} \
+                     in context {}",
+                    g.id,
+                    g.device.label(),
+                    g.ctx.id,
+                    q.device.label(),
+                    q.ctx.id
+                ),
+            ));
+        }
+        if let Some((i, what)) = self.released_buffer() {
+            return Err(Error::new(
+                Status::InvalidOperation,
+                format!(
+                    "graph {} cannot be replayed: node {i} ({what}) accesses a buffer that was \
+                     released",
+                    g.id
+                ),
+            ));
+        }
+        let mut turn = self.turn.lock();
+        let mut ext: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
+        if q.in_order {
+            ext.extend(q.tails()?);
+        } else if let Some(b) = q.lanes.lock().barrier.clone() {
+            ext.push(b);
+        }
+        ext.extend(turn.clone());
+        ext.retain(|e| !e.known_done());
+        let ext_cl = q.wait_list(&ext)?;
+        let what: Arc<str> = Arc::from(format!("graph {}", g.id));
+        let (cl, mut failures) = match self.backend {
+            Backend::CommandBuffer => (self.replay_command_buffer(&ext_cl)?, SmallVec::new()),
+            Backend::Replay => match self.replay_nodes(q, &ext, &ext_cl) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.finish_lanes();
+                    return Err(e);
+                }
+            },
+        };
+        failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
+        let end = Event::new(cl, g.ctx.id, what, false, failures, Weak::<()>::new());
+        if self.backend == Backend::CommandBuffer {
+            self.pool.lock().ran_last(end.clone());
+        }
+        q.track(end.clone(), Some(Held::Any(Box::new(self.clone()))));
+        if q.in_order {
+            q.order_after(&end);
+        }
+        *turn = Some(end.clone());
+        Ok(end)
+    }
+
+    fn finish_lanes(&self) {
+        if let Ok(api) = api() {
+            for &l in &self.lanes {
+                // SAFETY: a live queue of this graph.
+                unsafe { (api.clFinish)(l) };
+            }
+        }
+    }
+
+    /// Enqueues the graph's command-buffer after `wl`; returns its event.
+    fn replay_command_buffer(&self, wl: &[cl_event]) -> Result<cl_event> {
+        let fns = self
+            .graph
+            .ctx
+            .platform
+            .command_buffers
+            .as_ref()
+            .ok_or_else(|| {
+                Error::new(
+                    Status::Internal,
+                    "command-buffer back end without entry points",
+                )
+            })?;
+        let nodes: Vec<PlanNode> = self
+            .graph
+            .nodes
+            .iter()
+            .zip(&self.kinds)
+            .map(|(n, &kind)| PlanNode {
+                kind,
+                deps: n.deps.clone(),
+            })
+            .collect();
+        let launches: Vec<Option<(cl_kernel, &NdRange)>> = self
+            .graph
+            .nodes
+            .iter()
+            .zip(&self.kernels)
+            .map(|(n, k)| match (&n.action, k) {
+                (Action::Kernel { range, .. }, Some(k)) => Some((k.cl, range)),
+                _ => None,
+            })
+            .collect();
+        let mut pool = self.pool.lock();
+        let i = pool.take(fns, || {
+            cmdbuf::record(fns, self.lanes[0], &nodes, &launches)
+        })?;
+        let mut ev: cl_event = std::ptr::null_mut();
+        // SAFETY: a finalized command-buffer of this graph's lane; the wait
+        // list holds events of its context.
+        let rc = unsafe {
+            (fns.clEnqueueCommandBufferKHR)(
+                0,
+                std::ptr::null_mut(),
+                pool.get(i),
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                &mut ev,
+            )
+        };
+        check(rc, "clEnqueueCommandBufferKHR")?;
+        pool.set_last(i);
+        Ok(ev)
+    }
+
+    /// Replays the nodes by the plan; returns the end marker's event and
+    /// the nodes' events (whose failures become the graph's).
+    fn replay_nodes(
+        &self,
+        q: &Arc<Queue>,
+        ext: &[Arc<Event>],
+        ext_cl: &[cl_event],
+    ) -> Result<(cl_event, SmallVec<[Arc<Event>; 8]>)> {
+        let api = api()?;
+        let ctx = self.graph.ctx.id;
+        let mut events: Vec<Option<Arc<Event>>> = vec![None; self.graph.nodes.len()];
+        for (i, node) in self.graph.nodes.iter().enumerate() {
+            let step = &self.plan.steps[i];
+            match self.kinds[i] {
+                NodeKind::Empty => {}
+                NodeKind::Direct => {
+                    let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
+                    if step.external {
+                        wl.extend(ext_cl.iter().copied());
+                    }
+                    wl.extend(
+                        step.waits
+                            .iter()
+                            .filter_map(|&w| events[w].as_ref().map(|e| e.cl)),
+                    );
+                    let (Action::Kernel { range, args, .. }, Some(k)) =
+                        (&node.action, &self.kernels[i])
+                    else {
+                        return Err(Error::new(Status::Internal, "direct node without a kernel"));
+                    };
+                    let local = args
+                        .lock()
+                        .iter()
+                        .any(|a| matches!(a, super::NodeArg::Local(_)));
+                    let mut cl: cl_event = std::ptr::null_mut();
+                    enqueue_ndrange(
+                        self.lanes[step.lane],
+                        k.cl,
+                        &k.name,
+                        range,
+                        local,
+                        &wl,
+                        if step.event {
+                            &mut cl
+                        } else {
+                            std::ptr::null_mut()
+                        },
+                    )?;
+                    if step.event {
+                        events[i] = Some(lane_event(cl, ctx, node.what.clone()));
+                    }
+                }
+                NodeKind::Eager => {
+                    let mut d: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
+                    if step.external {
+                        d.extend(ext.iter().cloned());
+                    }
+                    d.extend(step.waits.iter().filter_map(|&w| events[w].clone()));
+                    events[i] = Some(self.run_eager(q, i, node, &d)?);
+                }
+            }
+        }
+        let mut wl: SmallVec<[cl_event; 8]> = self
+            .plan
+            .ends
+            .iter()
+            .filter_map(|&e| events[e].as_ref().map(|e| e.cl))
+            .collect();
+        if self.plan.ends.is_empty() {
+            wl.extend(ext_cl.iter().copied());
+        }
+        let mut cl: cl_event = std::ptr::null_mut();
+        // SAFETY: a live queue of this graph; the wait list holds events of
+        // its context.
+        let rc = unsafe {
+            (api.clEnqueueMarkerWithWaitList)(
+                self.lanes[0],
+                wl.len() as cl_uint,
+                ptr_or_null(&wl),
+                &mut cl,
+            )
+        };
+        check(rc, "clEnqueueMarkerWithWaitList")?;
+        for &l in &self.lanes {
+            // SAFETY: flushing a live queue of this graph so it starts.
+            unsafe { (api.clFlush)(l) };
+        }
+        Ok((cl, events.into_iter().flatten().collect()))
+    }
+
+    /// Submits node `i` through the queue's ordinary path after `deps`.
+    fn run_eager(
+        &self,
+        q: &Arc<Queue>,
+        i: usize,
+        node: &Node,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let buffers = node
+            .accesses
+            .iter()
+            .map(|a| {
+                a.owner
+                    .upgrade()
+                    .map(|owner| Buffer {
+                        owner,
+                        view: a.view,
+                        dims: a.dims,
+                    })
+                    .ok_or_else(|| {
+                        Error::new(
+                            Status::InvalidOperation,
+                            format!(
+                                "node {i} of graph {} ({}) accesses a buffer that was released",
+                                self.graph.id, node.what
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<Buffer>>>()?;
+        let reqs: SmallVec<[AccessReq<'_>; 4]> = node
+            .accesses
+            .iter()
+            .zip(&buffers)
+            .map(|(a, b)| AccessReq {
+                buffer: b,
+                mode: a.mode,
+                offset: a.offset,
+                range: a.range,
+            })
+            .collect();
+        let p = |ptr: usize| ptr as *mut std::ffi::c_void;
+        match &node.action {
+            Action::Kernel {
+                kernel,
+                range,
+                args,
+            } => {
+                let args = args.lock().clone();
+                let kinfo = q.precheck(kernel, range, args.len())?;
+                let mut deps: Deps = deps.iter().cloned().collect();
+                let _group = (!reqs.is_empty()).then(|| q.group_lane());
+                let mut on_lanes = LanePositions::new();
+                let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
+                let ptrs = prepared
+                    .iter()
+                    .map(|p| Ok((p.ptr, p.arg_mem()?)))
+                    .collect::<Result<Vec<(usize, Option<usize>)>>>()?;
+                let a = args_of(&args, &ptrs);
+                let keep = (!prepared.is_empty())
+                    .then(|| held_storages(prepared.iter().map(|p| &p.storage)));
+                let done = q.launch(kernel, &kinfo, range, &a, &deps, &on_lanes, keep, true)?;
+                q.commit_submitted(&prepared, &done);
+                into_event(q, done)
+            }
+            Action::HostTasks(tasks) => {
+                // The graph lets the user data go once, when it is dropped.
+                let list: Vec<Task> = tasks
+                    .iter()
+                    .map(|t| Task {
+                        run: t.run,
+                        user_data: t.user_data,
+                        release: None,
+                    })
+                    .collect();
+                q.submit_host_tasks(&reqs, &list, deps)
+            }
+            Action::Memcpy { dst, src, size } => {
+                // SAFETY: the pointers were checked when the command was
+                // recorded; the user keeps them valid while the graph is
+                // replayed, as documented (the same for the three below).
+                let done = unsafe { q.memcpy(p(*dst), p(*src), *size, deps, true) }?;
+                into_event(q, done)
+            }
+            Action::Fill { ptr, pattern, size } => {
+                // SAFETY: as for the copy.
+                let done = unsafe { q.fill_submitted(p(*ptr), pattern, *size, deps, true) }?;
+                into_event(q, done)
+            }
+            // SAFETY: as for the copy.
+            Action::Prefetch { ptr, size } => unsafe { q.prefetch(p(*ptr), *size, deps) },
+            // SAFETY: as for the copy.
+            Action::Advise { ptr, size, advice } => unsafe {
+                q.mem_advise(p(*ptr), *size, *advice, deps)
+            },
+            Action::Barrier => q.marker(deps, "barrier"),
+        }
+    }
+}
