@@ -410,6 +410,76 @@ static void test_launch_input(const syrah_device *d, const syrah_context *ctx, c
   }
 }
 
+/* Graphs: NULL handles and outputs, bad node and argument indices, ending
+ * a recording never begun, a graph submitted to a queue of another
+ * context. */
+static void test_graph_input(const syrah_device *d, const syrah_queue *q, const syrah_kernel *k) {
+  syrah_graph *g = NULL;
+  syrah_graph_exec *x = NULL;
+  syrah_queue *other = NULL;
+  syrah_graph_backend b = 0;
+  size_t n = 0;
+  bool rec = true;
+  int v = 1;
+  syrah_kernel_arg arg = syrah_arg_value(&v, sizeof v), bad = arg;
+  syrah_range r = syrah_range_1d(4);
+  syrah_kernel_arg args[2];
+  int *p = NULL;
+
+  BAD(syrah_queue_begin_recording(NULL), NUL, "queue");
+  BAD(syrah_queue_end_recording(NULL, &g), NUL, "queue");
+  BAD(syrah_queue_end_recording(q, NULL), NUL, "out_graph");
+  BAD(syrah_queue_end_recording(q, &g), INV, "the queue is not recording");
+  BAD(syrah_queue_is_recording(NULL, &rec), NUL, "queue");
+  BAD(syrah_queue_is_recording(q, NULL), NUL, "out_recording");
+  EXPECT_OK(syrah_queue_is_recording(q, &rec));
+  EXPECT_TRUE(!rec);
+  BAD(syrah_graph_get_node_count(NULL, &n), NUL, "graph");
+  BAD(syrah_graph_retain(NULL), NUL, "graph");
+  BAD(syrah_graph_release(NULL), NUL, "graph");
+  BAD(syrah_graph_finalize(NULL, &x), NUL, "graph");
+  BAD(syrah_graph_exec_retain(NULL), NUL, "exec");
+  BAD(syrah_graph_exec_release(NULL), NUL, "exec");
+  BAD(syrah_graph_exec_get_backend(NULL, &b), NUL, "exec");
+  BAD(syrah_graph_exec_set_arg(NULL, 0, 0, &arg), NUL, "exec");
+  BAD(syrah_device_get_graph_backend(NULL, &b), NUL, "device");
+  BAD(syrah_device_get_graph_backend(d, NULL), NUL, "out_backend");
+  BAD(syrah_queue_submit_graph(NULL, NULL, NULL, 0, NULL), NUL, "queue");
+  BAD(syrah_queue_submit_graph(q, NULL, NULL, 0, NULL), NUL, "exec");
+
+  /* A one-node graph: add(p, v) on a host USM pointer or NULL. */
+  EXPECT_OK(syrah_queue_begin_recording(q));
+  EXPECT_OK(syrah_queue_is_recording(q, &rec));
+  EXPECT_TRUE(rec);
+  args[0] = syrah_arg_usm(p);
+  args[1] = arg;
+  BAD(syrah_queue_launch(q, k, &r, args, 1, NULL, 0, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS, "takes 2 arguments, 1 given");
+  bad.kind = 77;
+  args[1] = bad;
+  BAD(syrah_queue_launch(q, k, &r, args, 2, NULL, 0, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS, "args[1] has the unknown kind 77");
+  args[1] = arg;
+  EXPECT_OK(syrah_queue_barrier(q, NULL, 0, NULL));
+  REQUIRE_OK(syrah_queue_end_recording(q, &g));
+  BAD(syrah_graph_get_node_count(g, NULL), NUL, "out_count");
+  BAD(syrah_graph_finalize(g, NULL), NUL, "out_exec");
+  REQUIRE_OK(syrah_graph_finalize(g, &x));
+  BAD(syrah_graph_exec_get_backend(x, NULL), NUL, "out_backend");
+  BAD(syrah_graph_exec_set_arg(x, 0, 0, NULL), NUL, "arg");
+  BAD(syrah_graph_exec_set_arg(x, 5, 0, &arg), INV, "node 5 is out of range: the graph has 1 nodes");
+  BAD(syrah_graph_exec_set_arg(x, 0, 0, &arg), INV, "node 0 is a barrier, not a kernel launch");
+  bad.kind = 77;
+  BAD(syrah_graph_exec_set_arg(x, 0, 0, &bad), SYRAH_ERROR_KERNEL_ARGUMENTS, "arg has the unknown kind 77");
+  BAD(syrah_queue_submit_graph(q, x, NULL, 3, NULL), NUL, "count is 3");
+  if (syrah_queue_create(NULL, d, 0, NULL, NULL, &other) == SYRAH_SUCCESS) {
+    BAD(syrah_queue_submit_graph(other, x, NULL, 0, NULL), SYRAH_ERROR_WRONG_CONTEXT, "the queue is on device");
+    EXPECT_OK(syrah_queue_release(other));
+  }
+  EXPECT_OK(syrah_queue_submit_graph(q, x, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_OK(syrah_graph_exec_release(x));
+  EXPECT_OK(syrah_graph_release(g));
+}
+
 static void test_with_device(const syrah_device *d) {
   syrah_context *ctx = NULL, *ctx2 = NULL;
   syrah_queue *q = NULL;
@@ -512,6 +582,7 @@ static void test_with_device(const syrah_device *d) {
 
   test_launch_input(d, ctx, q, add, loc);
   test_buffer_input(q, add);
+  test_graph_input(d, q, add);
 
   EXPECT_OK(syrah_queue_wait(q));
   EXPECT_OK(syrah_kernel_release(add));
