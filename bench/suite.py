@@ -65,6 +65,7 @@ def plan(dev, gpu, quick):
             ("bench_dag", [dev, "20000", "100", "2000"]),
             ("bench_apps", [dev, "1"]),
             ("bench_driver", [dev, "100"]),
+            ("bench_graph", [dev, "5", "50", "3"]),
         ]
     return [
         ("bench_submit", [dev, "100000", "10000"]),

@@ -75,6 +75,27 @@ pub fn device_string(api: &Api, d: cl_device_id, param: cl_device_info) -> Resul
     bytes(api.clGetDeviceInfo, d, param, "clGetDeviceInfo").map(to_string)
 }
 
+/// The version a device reports for extension `name`
+/// (`CL_DEVICE_EXTENSIONS_WITH_VERSION`, OpenCL 3), as
+/// `major << 22 | minor << 12 | patch`; `None` where it is not reported.
+pub fn device_extension_version(api: &Api, d: cl_device_id, name: &str) -> Option<u32> {
+    const CL_DEVICE_EXTENSIONS_WITH_VERSION: cl_uint = 0x1060;
+    // cl_name_version: a cl_version, then a 64-byte NUL-padded name.
+    const ENTRY: usize = 4 + 64;
+    let b = bytes(
+        api.clGetDeviceInfo,
+        d,
+        CL_DEVICE_EXTENSIONS_WITH_VERSION,
+        "CL_DEVICE_EXTENSIONS_WITH_VERSION",
+    )
+    .ok()?;
+    b.chunks_exact(ENTRY).find_map(|e| {
+        let n = &e[4..];
+        let len = n.iter().position(|&c| c == 0).unwrap_or(n.len());
+        (&n[..len] == name.as_bytes()).then(|| u32::from_ne_bytes([e[0], e[1], e[2], e[3]]))
+    })
+}
+
 pub fn device_scalar<T: Copy + Default>(
     api: &Api,
     d: cl_device_id,

@@ -1,8 +1,9 @@
 //! A finalized graph's command-buffers: its kernel nodes recorded once
 //! into a `cl_khr_command_buffer` with their dependencies as sync points,
 //! and a few copies of it, so that a replay need not wait for the previous
-//! enqueue of the same copy to finish (drivers before the extension's 1.0
-//! refuse to enqueue a command-buffer still pending). Argument updates make
+//! enqueue of one copy to finish (some drivers refuse to enqueue a
+//! command-buffer still pending; with those, a replay finding every copy
+//! pending enqueues the nodes one by one instead). Argument updates make
 //! the copies stale: they are recorded again at the next replay.
 
 use crate::core::error::{Error, Result};
@@ -13,8 +14,8 @@ use crate::opencl::loader::check;
 use crate::runtime::event::Event;
 use std::sync::Arc;
 
-/// Copies kept before a replay waits for the oldest one.
-const COPIES: usize = 4;
+/// Copies recorded at most.
+const COPIES: usize = 8;
 
 /// The recorded copies, each with the end event of its last enqueue.
 #[derive(Default)]
@@ -25,6 +26,8 @@ pub(crate) struct Pool {
     stale: Vec<cl_command_buffer_khr>,
     next: usize,
     last: Option<usize>,
+    /// The driver refuses to enqueue a command-buffer still pending.
+    no_reuse: bool,
 }
 
 impl Pool {
@@ -46,39 +49,45 @@ impl Pool {
         }
     }
 
-    /// A copy free to enqueue now, recording one when none is, and
-    /// waiting for the oldest when `COPIES` are pending. Returns its slot.
+    /// A copy to enqueue now: one whose last enqueue has finished, a new
+    /// one while fewer than `COPIES` exist, else the oldest pending one
+    /// (returned with `true`), which only drivers that allow enqueueing a
+    /// pending command-buffer take. `None` once the driver refused that:
+    /// the caller then replays the nodes one by one instead of waiting.
     pub(crate) fn take(
         &mut self,
         fns: &'static CommandBuffers,
         record: impl Fn() -> Result<cl_command_buffer_khr>,
-    ) -> Result<usize> {
+    ) -> Result<Option<(usize, bool)>> {
         self.fns = Some(fns);
         for cb in self.stale.drain(..) {
             // SAFETY: an owned command-buffer no longer used; OpenCL keeps
             // it until a pending enqueue ends.
             unsafe { (fns.clReleaseCommandBufferKHR)(cb) };
         }
-        if let Some(i) = (0..self.copies.len()).find(|&i| {
-            self.copies[i]
-                .1
-                .as_ref()
-                .is_none_or(|e| e.known_done() || e.is_done())
-        }) {
-            return Ok(i);
+        let n = self.copies.len();
+        let oldest = self.next % n.max(1);
+        let free = |c: &(cl_command_buffer_khr, Option<Arc<Event>>), ask: bool| {
+            c.1.as_ref()
+                .is_none_or(|e| e.known_done() || (ask && e.is_done()))
+        };
+        if let Some(i) = (0..n).find(|&i| free(&self.copies[i], i == oldest)) {
+            return Ok(Some((i, false)));
         }
-        if self.copies.len() < COPIES {
+        if n < COPIES {
             let cb = record()?;
             self.copies.push((cb, None));
-            return Ok(self.copies.len() - 1);
+            return Ok(Some((n, false)));
         }
-        let i = self.next % self.copies.len();
-        self.next += 1;
-        if let Some(e) = &self.copies[i].1 {
-            // Its failure, if any, is the submission's to report.
-            let _ = e.wait_cl();
+        if self.no_reuse {
+            return Ok(None);
         }
-        Ok(i)
+        Ok(Some((oldest, true)))
+    }
+
+    /// The driver refused to enqueue a pending command-buffer.
+    pub(crate) fn refused_pending(&mut self) {
+        self.no_reuse = true;
     }
 
     pub(crate) fn get(&self, i: usize) -> cl_command_buffer_khr {
@@ -88,6 +97,7 @@ impl Pool {
     /// Notes that copy `i` was just enqueued.
     pub(crate) fn set_last(&mut self, i: usize) {
         self.last = Some(i);
+        self.next = i + 1;
     }
 
     /// Gives the copy enqueued last the end event of that enqueue.

@@ -146,11 +146,9 @@ impl ExecGraph {
             turn: Mutex::new(None),
             graph: graph.clone(),
         };
-        let want = match backend {
-            Backend::CommandBuffer => 1,
-            Backend::Replay => exec.plan.lanes.max(1),
-        };
-        for _ in 0..want {
+        // Both back ends need the planned lanes: the command-buffer one
+        // replays node by node when its copies are all pending.
+        for _ in 0..exec.plan.lanes.max(1) {
             // Owned by `exec` at once: released with it on a failure.
             let lane = open_lane(&graph.ctx, graph.device, props)?;
             exec.lanes.push(lane);

@@ -77,9 +77,13 @@ impl ExecGraph {
         ext.retain(|e| !e.known_done());
         let ext_cl = q.wait_list(&ext)?;
         let what: Arc<str> = Arc::from(format!("graph {}", g.id));
-        let (cl, mut failures) = match self.backend {
-            Backend::CommandBuffer => (self.replay_command_buffer(&ext_cl)?, SmallVec::new()),
-            Backend::Replay => match self.replay_nodes(q, &ext, &ext_cl) {
+        let buffered = match self.backend {
+            Backend::CommandBuffer => self.replay_command_buffer(&ext_cl)?,
+            Backend::Replay => None,
+        };
+        let (cl, mut failures) = match buffered {
+            Some(cl) => (cl, SmallVec::new()),
+            None => match self.replay_nodes(q, &ext, &ext_cl) {
                 Ok(r) => r,
                 Err(e) => {
                     self.finish_lanes();
@@ -89,7 +93,7 @@ impl ExecGraph {
         };
         failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
         let end = Event::new(cl, g.ctx.id, what, false, failures, Weak::<()>::new());
-        if self.backend == Backend::CommandBuffer {
+        if buffered.is_some() {
             self.pool.lock().ran_last(end.clone());
         }
         q.track(end.clone(), Some(Held::Any(Box::new(self.clone()))));
@@ -109,8 +113,10 @@ impl ExecGraph {
         }
     }
 
-    /// Enqueues the graph's command-buffer after `wl`; returns its event.
-    fn replay_command_buffer(&self, wl: &[cl_event]) -> Result<cl_event> {
+    /// Enqueues the graph's command-buffer after `wl`; returns its event,
+    /// or `None` when every copy is pending and the driver cannot take a
+    /// pending one again.
+    fn replay_command_buffer(&self, wl: &[cl_event]) -> Result<Option<cl_event>> {
         let fns = self
             .graph
             .ctx
@@ -144,9 +150,12 @@ impl ExecGraph {
             })
             .collect();
         let mut pool = self.pool.lock();
-        let i = pool.take(fns, || {
+        let Some((i, pending)) = pool.take(fns, || {
             cmdbuf::record(fns, self.lanes[0], &nodes, &launches)
-        })?;
+        })?
+        else {
+            return Ok(None);
+        };
         let mut ev: cl_event = std::ptr::null_mut();
         // SAFETY: a finalized command-buffer of this graph's lane; the wait
         // list holds events of its context.
@@ -160,9 +169,13 @@ impl ExecGraph {
                 &mut ev,
             )
         };
+        if pending && rc == CL_INVALID_OPERATION {
+            pool.refused_pending();
+            return Ok(None);
+        }
         check(rc, "clEnqueueCommandBufferKHR")?;
         pool.set_last(i);
-        Ok(ev)
+        Ok(Some(ev))
     }
 
     /// Replays the nodes by the plan; returns the end marker's event and

@@ -1,0 +1,400 @@
+/* Command graphs against raw OpenCL and Syrah's eager path, on one device,
+ * in alternating rounds:
+ *  - chain:   1000 tiny dependent kernels (inc over 64 items of one USM
+ *             allocation), issued `replays` times;
+ *  - stencil: a 2D step of 4 kernels (two Jacobi-like sweeps, each
+ *             followed by a border fix) over a 256 x 256 grid, issued
+ *             `steps` times.
+ * raw:   an in-order OpenCL queue, each command's arguments set and the
+ *        command enqueued one by one (an SVM pointer where Syrah's USM is
+ *        SVM, else a cl_mem), one flush per replay, as hand-written code
+ *        does;
+ * eager: the same launches through syrah_queue_launch on an in-order queue;
+ * graph: the launches recorded once from that queue, finalized, and the
+ *        graph submitted per replay.
+ * Reported per command: host µs to issue (submit) and µs from the first
+ * issue until everything finished (wall); the graph's ratios to raw, and
+ * the eager launch minus raw. Results are checked exactly.
+ *
+ * usage: bench_graph P.D [replays] [steps] [rounds] */
+#include "bench_common.h"
+
+static const char *source =
+    "__kernel void inc(__global int *p) { p[get_global_id(0)] += 1; }\n"
+    "__kernel void sweep(__global const int *s, __global int *d, int w)\n"
+    "{ int x = (int)get_global_id(0) + 1, y = (int)get_global_id(1) + 1;\n"
+    "  d[y * w + x] = (s[y * w + x] * 4 + s[(y - 1) * w + x] + s[(y + 1) * w + x]\n"
+    "                 + s[y * w + x - 1] + s[y * w + x + 1]) % 1000003; }\n"
+    "__kernel void border(__global int *d, int w)\n"
+    "{ int i = (int)get_global_id(0); d[i] = 1; d[(w - 1) * w + i] = 1; d[i * w] = 1; d[i * w + w - 1] = 1; }\n";
+
+enum { ELEMS = 64, CHAIN = 1000, W = 256 };
+
+static int replays = 100, steps = 1000, rounds = 5, svm = 0;
+static unsigned plat, devi;
+static const char *spec;
+
+typedef struct {
+  double submit, wall;
+  long check;
+} run;
+
+/* ---- raw OpenCL ---------------------------------------------------------- */
+
+typedef struct {
+  cl_context ctx;
+  cl_device_id dev;
+  cl_command_queue q;
+  cl_program prog;
+  cl_kernel inc, sweep, border;
+} raw_t;
+
+static void raw_open_all(raw_t *r) {
+  raw_env e;
+  cl_int err;
+  raw_open(plat, devi, 0, source, "inc", &e);
+  r->ctx = e.ctx;
+  r->dev = e.dev;
+  r->q = e.q;
+  r->prog = e.prog;
+  r->inc = e.k;
+  r->sweep = clCreateKernel(r->prog, "sweep", &err);
+  CL_OK(err);
+  r->border = clCreateKernel(r->prog, "border", &err);
+  CL_OK(err);
+}
+
+static void raw_close_all(raw_t *r) {
+  raw_env e = {r->ctx, r->dev, r->q, r->prog, r->inc};
+  CL_OK(clReleaseKernel(r->sweep));
+  CL_OK(clReleaseKernel(r->border));
+  raw_close(&e);
+}
+
+/* Memory for the raw side: an SVM pointer or a cl_mem. */
+typedef struct {
+  void *svm;
+  cl_mem mem;
+} raw_mem;
+
+static raw_mem raw_alloc(raw_t *r, size_t bytes, const void *init) {
+  raw_mem m = {NULL, NULL};
+  cl_int err;
+  if (svm) {
+    m.svm = clSVMAlloc(r->ctx, CL_MEM_READ_WRITE, bytes, 0);
+    if (!m.svm) {
+      fprintf(stderr, "clSVMAlloc failed\n");
+      exit(1);
+    }
+    CL_OK(clEnqueueSVMMemcpy(r->q, CL_TRUE, m.svm, init, bytes, 0, NULL, NULL));
+  } else {
+    m.mem = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, (void *)init, &err);
+    CL_OK(err);
+  }
+  return m;
+}
+
+static void raw_arg(cl_kernel k, cl_uint i, raw_mem *m) {
+  if (svm)
+    CL_OK(clSetKernelArgSVMPointer(k, i, m->svm));
+  else
+    CL_OK(clSetKernelArg(k, i, sizeof m->mem, &m->mem));
+}
+
+static void raw_read(raw_t *r, raw_mem *m, void *out, size_t bytes) {
+  if (svm) {
+    CL_OK(clEnqueueSVMMemcpy(r->q, CL_TRUE, out, m->svm, bytes, 0, NULL, NULL));
+    clSVMFree(r->ctx, m->svm);
+  } else {
+    CL_OK(clEnqueueReadBuffer(r->q, m->mem, CL_TRUE, 0, bytes, out, 0, NULL, NULL));
+    CL_OK(clReleaseMemObject(m->mem));
+  }
+}
+
+static void raw_chain(raw_t *r, run *out) {
+  int host[ELEMS] = {0}, j, i;
+  size_t g = ELEMS;
+  raw_mem m = raw_alloc(r, sizeof host, host);
+  double t0, t1;
+  CL_OK(clFinish(r->q));
+  t0 = now_us();
+  for (j = 0; j < replays; ++j) {
+    for (i = 0; i < CHAIN; ++i) {
+      raw_arg(r->inc, 0, &m);
+      CL_OK(clEnqueueNDRangeKernel(r->q, r->inc, 1, NULL, &g, NULL, 0, NULL, NULL));
+    }
+    CL_OK(clFlush(r->q));
+  }
+  t1 = now_us();
+  CL_OK(clFinish(r->q));
+  out->wall = (now_us() - t0) / ((double)replays * CHAIN);
+  out->submit = (t1 - t0) / ((double)replays * CHAIN);
+  raw_read(r, &m, host, sizeof host);
+  out->check = host[0] + host[ELEMS - 1];
+}
+
+static int grid0[W * W];
+
+static void raw_stencil(raw_t *r, run *out) {
+  static int host[W * W];
+  raw_mem a = raw_alloc(r, sizeof grid0, grid0), b = raw_alloc(r, sizeof grid0, grid0);
+  size_t inner[2] = {W - 2, W - 2}, edge = W;
+  int w = W, j;
+  double t0, t1;
+  CL_OK(clFinish(r->q));
+  t0 = now_us();
+  for (j = 0; j < steps; ++j) {
+    raw_arg(r->sweep, 0, &a);
+    raw_arg(r->sweep, 1, &b);
+    CL_OK(clSetKernelArg(r->sweep, 2, sizeof w, &w));
+    CL_OK(clEnqueueNDRangeKernel(r->q, r->sweep, 2, NULL, inner, NULL, 0, NULL, NULL));
+    raw_arg(r->border, 0, &b);
+    CL_OK(clSetKernelArg(r->border, 1, sizeof w, &w));
+    CL_OK(clEnqueueNDRangeKernel(r->q, r->border, 1, NULL, &edge, NULL, 0, NULL, NULL));
+    raw_arg(r->sweep, 0, &b);
+    raw_arg(r->sweep, 1, &a);
+    CL_OK(clSetKernelArg(r->sweep, 2, sizeof w, &w));
+    CL_OK(clEnqueueNDRangeKernel(r->q, r->sweep, 2, NULL, inner, NULL, 0, NULL, NULL));
+    raw_arg(r->border, 0, &a);
+    CL_OK(clSetKernelArg(r->border, 1, sizeof w, &w));
+    CL_OK(clEnqueueNDRangeKernel(r->q, r->border, 1, NULL, &edge, NULL, 0, NULL, NULL));
+    CL_OK(clFlush(r->q));
+  }
+  t1 = now_us();
+  CL_OK(clFinish(r->q));
+  out->wall = (now_us() - t0) / ((double)steps * 4);
+  out->submit = (t1 - t0) / ((double)steps * 4);
+  raw_read(r, &b, host, sizeof host);
+  raw_read(r, &a, host, sizeof host);
+  out->check = (long)host[W + 1] + host[(W / 2) * W + W / 2] + host[(W - 2) * W + W - 2];
+}
+
+/* ---- Syrah ----------------------------------------------------------------- */
+
+typedef struct {
+  const syrah_device *dev;
+  syrah_queue *q;
+  syrah_context *ctx;
+  syrah_program *prog;
+  syrah_kernel *inc, *sweep, *border;
+} sy_t;
+
+static void sy_open_all(sy_t *s) {
+  SY_OK(syrah_device_select_by_string(spec, &s->dev));
+  SY_OK(syrah_queue_create(NULL, s->dev, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &s->q));
+  SY_OK(syrah_queue_get_context(s->q, &s->ctx));
+  SY_OK(syrah_program_create_from_source(s->ctx, source, NULL, &s->prog));
+  SY_OK(syrah_kernel_create(s->prog, "inc", &s->inc));
+  SY_OK(syrah_kernel_create(s->prog, "sweep", &s->sweep));
+  SY_OK(syrah_kernel_create(s->prog, "border", &s->border));
+}
+
+static void sy_close_all(sy_t *s) {
+  SY_OK(syrah_kernel_release(s->inc));
+  SY_OK(syrah_kernel_release(s->sweep));
+  SY_OK(syrah_kernel_release(s->border));
+  SY_OK(syrah_program_release(s->prog));
+  SY_OK(syrah_context_release(s->ctx));
+  SY_OK(syrah_queue_release(s->q));
+}
+
+static void sy_chain_cmds(sy_t *s, int *p) {
+  syrah_range r = syrah_range_1d(ELEMS);
+  syrah_kernel_arg a = syrah_arg_usm(p);
+  int i;
+  for (i = 0; i < CHAIN; ++i) SY_OK(syrah_queue_launch(s->q, s->inc, &r, &a, 1, NULL, 0, NULL));
+}
+
+static void sy_stencil_cmds(sy_t *s, int *a, int *b) {
+  syrah_range inner = syrah_range_2d(W - 2, W - 2), edge = syrah_range_1d(W);
+  int w = W;
+  syrah_kernel_arg args[3];
+  args[2] = syrah_arg_value(&w, sizeof w);
+  args[0] = syrah_arg_usm(a);
+  args[1] = syrah_arg_usm(b);
+  SY_OK(syrah_queue_launch(s->q, s->sweep, &inner, args, 3, NULL, 0, NULL));
+  args[0] = syrah_arg_usm(b);
+  args[1] = args[2];
+  SY_OK(syrah_queue_launch(s->q, s->border, &edge, args, 2, NULL, 0, NULL));
+  args[0] = syrah_arg_usm(b);
+  args[1] = syrah_arg_usm(a);
+  args[2] = syrah_arg_value(&w, sizeof w);
+  SY_OK(syrah_queue_launch(s->q, s->sweep, &inner, args, 3, NULL, 0, NULL));
+  args[0] = syrah_arg_usm(a);
+  args[1] = args[2];
+  SY_OK(syrah_queue_launch(s->q, s->border, &edge, args, 2, NULL, 0, NULL));
+}
+
+/* `graph`: record once and submit per replay; else issue eagerly. */
+static void sy_chain(sy_t *s, int graph, run *out, int *backend) {
+  int host[ELEMS] = {0}, j, *p = NULL;
+  syrah_graph *g = NULL;
+  syrah_graph_exec *x = NULL;
+  double t0, t1;
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&p));
+  SY_OK(syrah_queue_memcpy(s->q, p, host, sizeof host, NULL, 0, NULL));
+  if (graph) {
+    syrah_graph_backend b = 0;
+    SY_OK(syrah_queue_begin_recording(s->q));
+    sy_chain_cmds(s, p);
+    SY_OK(syrah_queue_end_recording(s->q, &g));
+    SY_OK(syrah_graph_finalize(g, &x));
+    SY_OK(syrah_graph_exec_get_backend(x, &b));
+    *backend = (int)b;
+  }
+  SY_OK(syrah_queue_wait(s->q));
+  t0 = now_us();
+  for (j = 0; j < replays; ++j) {
+    if (graph)
+      SY_OK(syrah_queue_submit_graph(s->q, x, NULL, 0, NULL));
+    else
+      sy_chain_cmds(s, p);
+  }
+  t1 = now_us();
+  SY_OK(syrah_queue_wait(s->q));
+  out->wall = (now_us() - t0) / ((double)replays * CHAIN);
+  out->submit = (t1 - t0) / ((double)replays * CHAIN);
+  SY_OK(syrah_queue_memcpy(s->q, host, p, sizeof host, NULL, 0, NULL));
+  SY_OK(syrah_queue_wait(s->q));
+  out->check = host[0] + host[ELEMS - 1];
+  if (graph) {
+    SY_OK(syrah_graph_exec_release(x));
+    SY_OK(syrah_graph_release(g));
+  }
+  SY_OK(syrah_free(s->ctx, p));
+}
+
+static void sy_stencil(sy_t *s, int graph, run *out, int *backend) {
+  static int host[W * W];
+  int *a = NULL, *b = NULL, j;
+  syrah_graph *g = NULL;
+  syrah_graph_exec *x = NULL;
+  double t0, t1;
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&a));
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&b));
+  SY_OK(syrah_queue_memcpy(s->q, a, grid0, sizeof grid0, NULL, 0, NULL));
+  SY_OK(syrah_queue_memcpy(s->q, b, grid0, sizeof grid0, NULL, 0, NULL));
+  if (graph) {
+    syrah_graph_backend bk = 0;
+    SY_OK(syrah_queue_begin_recording(s->q));
+    sy_stencil_cmds(s, a, b);
+    SY_OK(syrah_queue_end_recording(s->q, &g));
+    SY_OK(syrah_graph_finalize(g, &x));
+    SY_OK(syrah_graph_exec_get_backend(x, &bk));
+    *backend = (int)bk;
+  }
+  SY_OK(syrah_queue_wait(s->q));
+  t0 = now_us();
+  for (j = 0; j < steps; ++j) {
+    if (graph)
+      SY_OK(syrah_queue_submit_graph(s->q, x, NULL, 0, NULL));
+    else
+      sy_stencil_cmds(s, a, b);
+  }
+  t1 = now_us();
+  SY_OK(syrah_queue_wait(s->q));
+  out->wall = (now_us() - t0) / ((double)steps * 4);
+  out->submit = (t1 - t0) / ((double)steps * 4);
+  SY_OK(syrah_queue_memcpy(s->q, host, a, sizeof host, NULL, 0, NULL));
+  SY_OK(syrah_queue_wait(s->q));
+  out->check = (long)host[W + 1] + host[(W / 2) * W + W / 2] + host[(W - 2) * W + W - 2];
+  if (graph) {
+    SY_OK(syrah_graph_exec_release(x));
+    SY_OK(syrah_graph_release(g));
+  }
+  SY_OK(syrah_free(s->ctx, a));
+  SY_OK(syrah_free(s->ctx, b));
+}
+
+static double med_of(const run *v, int n, int wall) {
+  double x[64];
+  int i;
+  for (i = 0; i < n; ++i) x[i] = wall ? v[i].wall : v[i].submit;
+  return median(x, n);
+}
+
+static double med_diff(const run *a, const run *b, int n) {
+  double x[64];
+  int i;
+  for (i = 0; i < n; ++i) x[i] = a[i].submit - b[i].submit;
+  return median(x, n);
+}
+
+static int report(int rows, const char *what, const run *raw, const run *eager, const run *graph, int n,
+                  int backend) {
+  double rs = med_of(raw, n, 0), es = med_of(eager, n, 0), gs = med_of(graph, n, 0);
+  double rw = med_of(raw, n, 1), ew = med_of(eager, n, 1), gw = med_of(graph, n, 1);
+  double diff = med_diff(eager, raw, n);
+  int i, ok = 1;
+  for (i = 0; i < n; ++i) ok &= raw[i].check == eager[i].check && raw[i].check == graph[i].check;
+  if (rows) {
+    printf("| %s | submit µs/cmd | %.3f | %.3f | %.3f | %.3f | %+.3f |\n", what, rs, es, gs, gs / rs, diff);
+    printf("| %s | wall µs/cmd | %.3f | %.3f | %.3f | %.3f | |\n", what, rw, ew, gw, gw / rw);
+    return ok;
+  }
+  printf("%s: graph back end %s; graph submit / raw submit %.3f (target <= 0.5: %s); eager - raw %+.3f µs "
+         "(target <= +1: %s); results %s\n",
+         what, backend == SYRAH_GRAPH_BACKEND_COMMAND_BUFFER ? "command-buffer" : "replay", gs / rs,
+         gs / rs <= 0.5 ? "met" : "NOT met", diff, diff <= 1.0 ? "met" : "NOT met", ok ? "equal" : "DIFFER");
+  bench_json("{\"bench\":\"graph\",\"device\":\"%s\",\"what\":\"%s\",\"backend\":\"%s\",\"raw_submit_us\":%.4f,"
+             "\"eager_submit_us\":%.4f,\"graph_submit_us\":%.4f,\"raw_wall_us\":%.4f,\"eager_wall_us\":%.4f,"
+             "\"graph_wall_us\":%.4f,\"graph_over_raw\":%.4f,\"eager_minus_raw_us\":%.4f,\"rounds\":%d}",
+             spec, what, backend == SYRAH_GRAPH_BACKEND_COMMAND_BUFFER ? "command-buffer" : "replay", rs, es, gs,
+             rw, ew, gw, gs / rs, diff, n);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  run raw[2][64], eager[2][64], graph[2][64];
+  int i, ok = 1, backend[2] = {0, 0};
+  raw_t r;
+  sy_t s;
+  const syrah_device *dev;
+  char strategy[64] = "";
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &plat, &devi) != 2) {
+    fprintf(stderr, "usage: bench_graph P.D [replays] [steps] [rounds]\n");
+    return 2;
+  }
+  spec = argv[1];
+  if (argc > 2) replays = atoi(argv[2]);
+  if (argc > 3) steps = atoi(argv[3]);
+  if (argc > 4) rounds = atoi(argv[4]);
+  if (replays < 1 || steps < 1 || rounds < 1 || rounds > 64) {
+    fprintf(stderr, "replays and steps must be positive, rounds 1 to 64\n");
+    return 2;
+  }
+  SY_OK(syrah_device_select_by_string(spec, &dev));
+  SY_OK(syrah_device_get_info_string(dev, SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy, sizeof strategy, NULL));
+  svm = strcmp(strategy, "svm") == 0;
+  for (i = 0; i < W * W; ++i) grid0[i] = (i * 7919) % 1000;
+  raw_open_all(&r);
+  sy_open_all(&s);
+  for (i = 0; i < rounds; ++i) {
+    raw_chain(&r, &raw[0][i]);
+    sy_chain(&s, 0, &eager[0][i], NULL);
+    sy_chain(&s, 1, &graph[0][i], &backend[0]);
+    raw_stencil(&r, &raw[1][i]);
+    sy_stencil(&s, 0, &eager[1][i], NULL);
+    sy_stencil(&s, 1, &graph[1][i], &backend[1]);
+  }
+  printf("## Graphs on %s (raw %s), medians of %d alternating rounds\n\n", spec, svm ? "SVM" : "cl_mem", rounds);
+  printf("| workload | measure | raw | eager | graph | graph / raw | eager - raw µs |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  {
+    char a[64], b[64];
+    snprintf(a, sizeof a, "chain of %d kernels x %d", CHAIN, replays);
+    snprintf(b, sizeof b, "stencil step of 4 kernels x %d", steps);
+    report(1, a, raw[0], eager[0], graph[0], rounds, backend[0]);
+    report(1, b, raw[1], eager[1], graph[1], rounds, backend[1]);
+    printf("\n");
+    ok &= report(0, a, raw[0], eager[0], graph[0], rounds, backend[0]);
+    ok &= report(0, b, raw[1], eager[1], graph[1], rounds, backend[1]);
+  }
+  raw_close_all(&r);
+  sy_close_all(&s);
+  if (!ok) {
+    fprintf(stderr, "bench_graph: results differ between raw, eager and graph\n");
+    return 1;
+  }
+  return 0;
+}
