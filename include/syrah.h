@@ -1130,16 +1130,22 @@ syrah_status syrah_graph_exec_retain(const syrah_graph_exec *exec);
 syrah_status syrah_graph_exec_release(const syrah_graph_exec *exec);
 
 /*
- How the executable graph is replayed (`SYRAH_GRAPH_BACKEND_*`).
+ How the executable graph's next submission is replayed
+ (`SYRAH_GRAPH_BACKEND_*`). A graph that can use a command-buffer times
+ its first submissions both ways and keeps the cheaper (unless
+ `SYRAH_COMMAND_BUFFER=on`), so the answer may change over its first
+ eight submissions.
  */
 syrah_status syrah_graph_exec_get_backend(const syrah_graph_exec *exec,
                                           syrah_graph_backend *out_backend);
 
 /*
- How graphs of kernels only are replayed on `device`: with
- command-buffers where it has `cl_khr_command_buffer` (unless
- `SYRAH_COMMAND_BUFFER=off`), else by the planned replay. Graphs with
- other nodes always use the planned replay.
+ The back ends graphs of kernels only can use on `device`:
+ `SYRAH_GRAPH_BACKEND_COMMAND_BUFFER` where it has
+ `cl_khr_command_buffer` (unless `SYRAH_COMMAND_BUFFER=off`; such graphs
+ then also keep the planned replay, taking whichever costs less), else
+ `SYRAH_GRAPH_BACKEND_REPLAY`. Graphs with other nodes always use the
+ planned replay.
  */
 syrah_status syrah_device_get_graph_backend(const syrah_device *device,
                                             syrah_graph_backend *out_backend);

@@ -89,6 +89,13 @@ int main(void) {
         }
       }
       printf("\n");
+      {
+        syrah_graph_backend gb = 0;
+        if (syrah_device_get_graph_backend(devices[d], &gb) == SYRAH_SUCCESS)
+          printf("    %-22s %s\n", "graphs",
+                 gb == SYRAH_GRAPH_BACKEND_COMMAND_BUFFER ? "command-buffers (cl_khr_command_buffer)"
+                                                           : "planned replay");
+      }
     }
     free(devices);
   }

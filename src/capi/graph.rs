@@ -289,7 +289,11 @@ pub unsafe extern "C" fn syrah_graph_exec_release(exec: *const ExecGraph) -> syr
     guard(|| unsafe { release(exec, "exec") })
 }
 
-/// How the executable graph is replayed (`SYRAH_GRAPH_BACKEND_*`).
+/// How the executable graph's next submission is replayed
+/// (`SYRAH_GRAPH_BACKEND_*`). A graph that can use a command-buffer times
+/// its first submissions both ways and keeps the cheaper (unless
+/// `SYRAH_COMMAND_BUFFER=on`), so the answer may change over its first
+/// eight submissions.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_graph_exec_get_backend(
     exec: *const ExecGraph,
@@ -299,7 +303,7 @@ pub unsafe extern "C" fn syrah_graph_exec_get_backend(
         super::need(out_backend, "out_backend")?;
         // SAFETY: forwarded contract.
         let e = unsafe { borrow(exec, "exec") }?;
-        let b = match e.backend {
+        let b = match e.current_backend() {
             Backend::CommandBuffer => SYRAH_GRAPH_BACKEND_COMMAND_BUFFER,
             Backend::Replay => SYRAH_GRAPH_BACKEND_REPLAY,
         };
@@ -308,10 +312,12 @@ pub unsafe extern "C" fn syrah_graph_exec_get_backend(
     })
 }
 
-/// How graphs of kernels only are replayed on `device`: with
-/// command-buffers where it has `cl_khr_command_buffer` (unless
-/// `SYRAH_COMMAND_BUFFER=off`), else by the planned replay. Graphs with
-/// other nodes always use the planned replay.
+/// The back ends graphs of kernels only can use on `device`:
+/// `SYRAH_GRAPH_BACKEND_COMMAND_BUFFER` where it has
+/// `cl_khr_command_buffer` (unless `SYRAH_COMMAND_BUFFER=off`; such graphs
+/// then also keep the planned replay, taking whichever costs less), else
+/// `SYRAH_GRAPH_BACKEND_REPLAY`. Graphs with other nodes always use the
+/// planned replay.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_device_get_graph_backend(
     device: *const Device,

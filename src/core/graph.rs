@@ -175,6 +175,54 @@ pub fn boxes_overlap(a: ([usize; 3], [usize; 3]), b: ([usize; 3], [usize; 3])) -
     })
 }
 
+/// Submissions of each back end timed before a graph keeps one.
+pub const TRIALS: usize = 3;
+
+/// Chooses, per finalized graph that can use a command-buffer, between
+/// it and the planned replay by what a submission costs the host: drivers
+/// differ (a CPU driver may run a command-buffer's commands no sooner than
+/// the same commands enqueued one by one, and record sync points on top).
+/// Submissions alternate until each back end has `TRIALS` timed ones (the
+/// first of each, which records the command-buffer or warms the driver,
+/// is not counted); then the one with the lower median is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackendChooser {
+    /// Host nanoseconds of the counted submissions: replay, command-buffer.
+    times: [Vec<u64>; 2],
+    /// Submissions seen of each.
+    seen: [u32; 2],
+    /// The kept back end: `Some(true)` for the command-buffer.
+    pub decided: Option<bool>,
+}
+
+impl BackendChooser {
+    /// Whether the next submission uses the command-buffer.
+    pub fn next_is_buffer(&self) -> bool {
+        self.decided.unwrap_or(self.seen[1] <= self.seen[0])
+    }
+
+    /// Records what a submission through the command-buffer (`buffer`) or
+    /// the replay cost the host.
+    pub fn record(&mut self, buffer: bool, ns: u64) {
+        if self.decided.is_some() {
+            return;
+        }
+        let i = usize::from(buffer);
+        self.seen[i] = self.seen[i].saturating_add(1);
+        if self.seen[i] > 1 {
+            self.times[i].push(ns);
+        }
+        if self.times.iter().all(|t| t.len() >= TRIALS) {
+            let med = |v: &Vec<u64>| {
+                let mut v = v.clone();
+                v.sort_unstable();
+                v[v.len() / 2]
+            };
+            self.decided = Some(med(&self.times[1]) < med(&self.times[0]));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +348,41 @@ mod tests {
         assert!(plan(&nodes, 4)
             .expect_err("refused")
             .contains("node 0 depends on node 1"));
+    }
+
+    #[test]
+    fn the_chooser_alternates_then_keeps_the_cheaper() {
+        let mut c = BackendChooser::default();
+        let mut used = Vec::new();
+        while c.decided.is_none() {
+            let b = c.next_is_buffer();
+            used.push(b);
+            // The command-buffer costs 10, the replay 30; first ones 1000.
+            let first = used.iter().filter(|&&u| u == b).count() == 1;
+            c.record(
+                b,
+                if first {
+                    1000
+                } else if b {
+                    10
+                } else {
+                    30
+                },
+            );
+        }
+        assert_eq!(used.len(), 2 * (TRIALS + 1));
+        assert_eq!(used[..4], [true, false, true, false]);
+        assert_eq!(c.decided, Some(true));
+        assert!(c.next_is_buffer());
+        c.record(false, 1);
+        assert_eq!(c.decided, Some(true));
+        let mut c = BackendChooser::default();
+        while c.decided.is_none() {
+            let b = c.next_is_buffer();
+            c.record(b, if b { 50 } else { 20 });
+        }
+        assert_eq!(c.decided, Some(false));
+        assert!(!c.next_is_buffer());
     }
 
     #[test]

@@ -15,6 +15,15 @@ pub type cl_sync_point_khr = cl_uint;
 /// `CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR`: queue
 /// properties a command-buffer's queue must have.
 pub const CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR: cl_uint = 0x12AA;
+/// `CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR` and its bit saying that a
+/// command-buffer created with `CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR`
+/// may be enqueued again while pending (provisional versions).
+pub const CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR: cl_uint = 0x12A9;
+pub const CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR: cl_ulong = 1 << 2;
+/// The command-buffer property `CL_COMMAND_BUFFER_FLAGS_KHR` and its flag
+/// `CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR`.
+pub const CL_COMMAND_BUFFER_FLAGS_KHR: cl_ulong = 0x1293;
+pub const CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR: cl_ulong = 1;
 
 type Create = unsafe extern "C" fn(
     cl_uint,

@@ -5,7 +5,9 @@ use crate::core::error::{Error, Result, Status};
 use crate::core::launch::Limits;
 use crate::core::selector::{DeviceDesc, DeviceKind};
 use crate::opencl::cmdbuf::{
-    CommandBuffers, CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
+    CommandBuffers, CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR,
+    CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR,
+    CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
 };
 use crate::opencl::ffi::*;
 use crate::opencl::info;
@@ -56,6 +58,9 @@ pub struct Device {
     /// and no queue property required but profiling), with the queue
     /// properties its command-buffers' queues must have.
     pub command_buffer: Option<cl_command_queue_properties>,
+    /// Its command-buffers may be made for simultaneous use (enqueued
+    /// again while pending).
+    pub command_buffer_simultaneous: bool,
     pub strategy: UsmStrategy,
     pub usm: UsmSupport,
     /// Whether large copies with ordinary host memory go through pinned
@@ -264,6 +269,10 @@ fn load_device(
         && required & !CL_QUEUE_PROFILING_ENABLE == 0
         && std::env::var("SYRAH_COMMAND_BUFFER").map_or(true, |v| v != "off"))
     .then_some(required);
+    let cb_caps: cl_ulong =
+        info::device_scalar_or(api, id, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, 0);
+    let command_buffer_simultaneous = command_buffer.is_some()
+        && cb_caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR != 0;
     let has_intel = intel_fns && has_ext(&extensions, "cl_intel_unified_shared_memory");
     let caps = UsmCaps {
         has_intel_usm: has_intel,
@@ -347,6 +356,7 @@ fn load_device(
         profiling: queue_props & CL_QUEUE_PROFILING_ENABLE != 0,
         caps,
         command_buffer,
+        command_buffer_simultaneous,
         strategy,
         usm,
         staging,

@@ -8,7 +8,10 @@
 
 use crate::core::error::{Error, Result};
 use crate::core::graph::resolve_empty;
-use crate::opencl::cmdbuf::{cl_command_buffer_khr, cl_sync_point_khr, CommandBuffers};
+use crate::opencl::cmdbuf::{
+    cl_command_buffer_khr, cl_sync_point_khr, CommandBuffers, CL_COMMAND_BUFFER_FLAGS_KHR,
+    CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR,
+};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::check;
 use crate::runtime::event::Event;
@@ -57,6 +60,7 @@ impl Pool {
     pub(crate) fn take(
         &mut self,
         fns: &'static CommandBuffers,
+        simultaneous: bool,
         record: impl Fn() -> Result<cl_command_buffer_khr>,
     ) -> Result<Option<(usize, bool)>> {
         self.fns = Some(fns);
@@ -66,6 +70,10 @@ impl Pool {
             unsafe { (fns.clReleaseCommandBufferKHR)(cb) };
         }
         let n = self.copies.len();
+        if simultaneous && n > 0 {
+            // Made for simultaneous use: one copy serves every replay.
+            return Ok(Some((0, false)));
+        }
         let oldest = self.next % n.max(1);
         let free = |c: &(cl_command_buffer_khr, Option<Arc<Event>>), ask: bool| {
             c.1.as_ref()
@@ -113,6 +121,7 @@ impl Pool {
 /// command-buffer on `queue`, and finalizes it.
 pub(crate) fn record(
     fns: &CommandBuffers,
+    simultaneous: bool,
     queue: cl_command_queue,
     nodes: &[crate::core::graph::PlanNode],
     launches: &[Option<(cl_kernel, &crate::core::launch::NdRange)>],
@@ -120,8 +129,20 @@ pub(crate) fn record(
     let deps = resolve_empty(nodes).map_err(Error::invalid)?;
     let mut err = CL_SUCCESS;
     let q = [queue];
-    // SAFETY: one live queue; no properties.
-    let cb = unsafe { (fns.clCreateCommandBufferKHR)(1, q.as_ptr(), std::ptr::null(), &mut err) };
+    let props: [cl_ulong; 3] = [
+        CL_COMMAND_BUFFER_FLAGS_KHR,
+        CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR,
+        0,
+    ];
+    let mut cb: cl_command_buffer_khr = std::ptr::null_mut();
+    if simultaneous {
+        // SAFETY: one live queue; a zero-terminated property list.
+        cb = unsafe { (fns.clCreateCommandBufferKHR)(1, q.as_ptr(), props.as_ptr(), &mut err) };
+    }
+    if cb.is_null() {
+        // SAFETY: one live queue; no properties.
+        cb = unsafe { (fns.clCreateCommandBufferKHR)(1, q.as_ptr(), std::ptr::null(), &mut err) };
+    }
     if cb.is_null() || err != CL_SUCCESS {
         return Err(Error::opencl(err, "clCreateCommandBufferKHR"));
     }

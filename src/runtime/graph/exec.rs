@@ -5,7 +5,7 @@
 use super::cmdbuf::Pool;
 use super::{Action, Graph, NodeArg};
 use crate::core::error::{Error, Result, Status};
-use crate::core::graph::{plan, NodeKind, Plan, PlanNode};
+use crate::core::graph::{plan, BackendChooser, NodeKind, Plan, PlanNode};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::api;
 use crate::runtime::event::Event;
@@ -29,6 +29,14 @@ pub enum Backend {
     Replay,
 }
 
+/// `SYRAH_COMMAND_BUFFER`: `on` uses command-buffers wherever a graph can,
+/// `off` never (the device then reports none), anything else (the
+/// default, `auto`) times both and keeps the cheaper per graph.
+pub(crate) fn command_buffers_forced() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("SYRAH_COMMAND_BUFFER").is_ok_and(|v| v == "on"))
+}
+
 /// A graph ready to be submitted.
 pub struct ExecGraph {
     pub graph: Arc<Graph>,
@@ -39,7 +47,13 @@ pub struct ExecGraph {
     pub(crate) lanes: Vec<cl_command_queue>,
     /// A private kernel per direct node, its arguments set.
     pub(crate) kernels: Vec<Option<Kernel>>,
+    /// The back end the graph can use: with `CommandBuffer`, the chooser
+    /// (or `SYRAH_COMMAND_BUFFER=on`) says whether a submission does.
     pub backend: Backend,
+    pub(crate) chooser: Mutex<BackendChooser>,
+    /// The node whose event is the graph's end, when the graph is one lane
+    /// of direct nodes (no end marker is needed then).
+    pub(crate) single_end: Option<usize>,
     pub(crate) pool: Mutex<Pool>,
     /// Held for a whole submission (one replay at a time) and for argument
     /// updates; holds the end event of the last submission, which the next
@@ -136,7 +150,13 @@ impl ExecGraph {
             _ => Backend::Replay,
         };
         let props = graph.device.command_buffer.unwrap_or(0);
+        let single_end = match plan.ends[..] {
+            [e] if plan.lanes == 1 && !kinds.contains(&NodeKind::Eager) => Some(e),
+            _ => None,
+        };
         let mut exec = ExecGraph {
+            single_end,
+            chooser: Mutex::new(BackendChooser::default()),
             kinds,
             plan,
             lanes: Vec::new(),
@@ -231,6 +251,18 @@ impl ExecGraph {
         }
         args[index] = arg;
         Ok(())
+    }
+
+    /// The back end the next submission uses.
+    pub fn current_backend(&self) -> Backend {
+        match self.backend {
+            Backend::CommandBuffer
+                if command_buffers_forced() || self.chooser.lock().next_is_buffer() =>
+            {
+                Backend::CommandBuffer
+            }
+            _ => Backend::Replay,
+        }
     }
 
     /// Nodes whose buffers the user released, if any: such a graph cannot

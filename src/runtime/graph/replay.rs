@@ -4,7 +4,7 @@
 //! tracks like any command's.
 
 use super::cmdbuf;
-use super::exec::{args_of, Backend, ExecGraph};
+use super::exec::{args_of, command_buffers_forced, Backend, ExecGraph};
 use super::{Action, Node};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{NodeKind, PlanNode};
@@ -73,17 +73,23 @@ impl ExecGraph {
         } else if let Some(b) = q.lanes.lock().barrier.clone() {
             ext.push(b);
         }
-        ext.extend(turn.clone());
-        ext.retain(|e| !e.known_done());
+        // The previous submission ended on lane 0: what goes there follows
+        // it in order; only other lanes and the queue's path wait for it.
+        let prev = turn.clone().filter(|e| !e.known_done());
+        ext.retain(|e| !e.known_done() && !prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, e)));
         let ext_cl = q.wait_list(&ext)?;
         let what: Arc<str> = Arc::from(format!("graph {}", g.id));
-        let buffered = match self.backend {
-            Backend::CommandBuffer => self.replay_command_buffer(&ext_cl)?,
-            Backend::Replay => None,
+        let use_buffer = self.current_backend() == Backend::CommandBuffer;
+        let timing = self.backend == Backend::CommandBuffer && !command_buffers_forced();
+        let started = std::time::Instant::now();
+        let buffered = if use_buffer {
+            self.replay_command_buffer(&ext_cl)?
+        } else {
+            None
         };
         let (cl, mut failures) = match buffered {
             Some(cl) => (cl, SmallVec::new()),
-            None => match self.replay_nodes(q, &ext, &ext_cl) {
+            None => match self.replay_nodes(q, &ext, &ext_cl, prev.as_ref()) {
                 Ok(r) => r,
                 Err(e) => {
                     self.finish_lanes();
@@ -91,6 +97,10 @@ impl ExecGraph {
                 }
             },
         };
+        if timing && use_buffer == buffered.is_some() {
+            let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+            self.chooser.lock().record(use_buffer, ns);
+        }
         failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
         let end = Event::new(cl, g.ctx.id, what, false, failures, Weak::<()>::new());
         if buffered.is_some() {
@@ -149,9 +159,10 @@ impl ExecGraph {
                 _ => None,
             })
             .collect();
+        let sim = self.graph.device.command_buffer_simultaneous;
         let mut pool = self.pool.lock();
-        let Some((i, pending)) = pool.take(fns, || {
-            cmdbuf::record(fns, self.lanes[0], &nodes, &launches)
+        let Some((i, pending)) = pool.take(fns, sim, || {
+            cmdbuf::record(fns, sim, self.lanes[0], &nodes, &launches)
         })?
         else {
             return Ok(None);
@@ -185,10 +196,13 @@ impl ExecGraph {
         q: &Arc<Queue>,
         ext: &[Arc<Event>],
         ext_cl: &[cl_event],
+        prev: Option<&Arc<Event>>,
     ) -> Result<(cl_event, SmallVec<[Arc<Event>; 8]>)> {
         let api = api()?;
         let ctx = self.graph.ctx.id;
         let mut events: Vec<Option<Arc<Event>>> = vec![None; self.graph.nodes.len()];
+        // The event of the graph's one last node, when it stands for all.
+        let mut end: cl_event = std::ptr::null_mut();
         for (i, node) in self.graph.nodes.iter().enumerate() {
             let step = &self.plan.steps[i];
             match self.kinds[i] {
@@ -197,6 +211,9 @@ impl ExecGraph {
                     let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
                     if step.external {
                         wl.extend(ext_cl.iter().copied());
+                        if step.lane != 0 {
+                            wl.extend(prev.map(|p| p.cl));
+                        }
                     }
                     wl.extend(
                         step.waits
@@ -213,6 +230,7 @@ impl ExecGraph {
                         .iter()
                         .any(|a| matches!(a, super::NodeArg::Local(_)));
                     let mut cl: cl_event = std::ptr::null_mut();
+                    let last = self.single_end == Some(i);
                     enqueue_ndrange(
                         self.lanes[step.lane],
                         k.cl,
@@ -220,13 +238,15 @@ impl ExecGraph {
                         range,
                         local,
                         &wl,
-                        if step.event {
+                        if step.event || last {
                             &mut cl
                         } else {
                             std::ptr::null_mut()
                         },
                     )?;
-                    if step.event {
+                    if last {
+                        end = cl;
+                    } else if step.event {
                         events[i] = Some(lane_event(cl, ctx, node.what.clone()));
                     }
                 }
@@ -234,11 +254,17 @@ impl ExecGraph {
                     let mut d: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
                     if step.external {
                         d.extend(ext.iter().cloned());
+                        d.extend(prev.cloned());
                     }
                     d.extend(step.waits.iter().filter_map(|&w| events[w].clone()));
                     events[i] = Some(self.run_eager(q, i, node, &d)?);
                 }
             }
+        }
+        if !end.is_null() {
+            // SAFETY: flushing the graph's one lane so it starts.
+            unsafe { (api.clFlush)(self.lanes[0]) };
+            return Ok((end, events.into_iter().flatten().collect()));
         }
         let mut wl: SmallVec<[cl_event; 8]> = self
             .plan
