@@ -120,6 +120,31 @@ static void test_chain(const syrah_device *dev, syrah_queue *q, syrah_program *p
   }
   EXPECT_OK(syrah_graph_exec_release(x));
   EXPECT_OK(syrah_graph_release(g));
+  x = NULL;
+  g = NULL;
+
+  /* Ten identical launches (which may share one kernel object): updating
+   * one of them changes that one only. */
+  {
+    int one = 1, hundred = 100;
+    syrah_kernel_arg a[2], upd = syrah_arg_value(&hundred, sizeof hundred);
+    a[0] = syrah_arg_usm(replay);
+    a[1] = syrah_arg_value(&one, sizeof one);
+    EXPECT_OK(syrah_queue_memset(q, replay, 0, N * sizeof(int), NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_begin_recording(q));
+    for (j = 0; j < 10; ++j) EXPECT_OK(syrah_queue_launch(q, add, &r, a, 2, NULL, 0, NULL));
+    REQUIRE_OK(syrah_queue_end_recording(q, &g));
+    REQUIRE_OK(syrah_graph_finalize(g, &x));
+    EXPECT_OK(syrah_queue_submit_graph(q, x, NULL, 0, NULL));
+    EXPECT_OK(syrah_graph_exec_set_arg(x, 3, 1, &upd));
+    EXPECT_OK(syrah_queue_submit_graph(q, x, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_memcpy(q, host, replay, sizeof host, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_wait(q));
+    EXPECT_EQ(host[0], 10 + 9 + 100);
+    EXPECT_EQ(host[N - 1], 10 + 9 + 100);
+    EXPECT_OK(syrah_graph_exec_release(x));
+    EXPECT_OK(syrah_graph_release(g));
+  }
   EXPECT_OK(syrah_free(ctx, eager));
   EXPECT_OK(syrah_free(ctx, replay));
   syrah_kernel_release(add);

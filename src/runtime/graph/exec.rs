@@ -45,8 +45,10 @@ pub struct ExecGraph {
     /// The graph's own in-order OpenCL queues (at least one: the end marker
     /// goes on the first).
     pub(crate) lanes: Vec<cl_command_queue>,
-    /// A private kernel per direct node, its arguments set.
-    pub(crate) kernels: Vec<Option<Kernel>>,
+    /// A private kernel per direct node, its arguments set; nodes of the
+    /// same kernel with the same arguments share one (drivers may enqueue
+    /// one kernel object faster than many), until an update parts them.
+    pub(crate) kernels: Mutex<Vec<Option<Arc<Kernel>>>>,
     /// The back end the graph can use: with `CommandBuffer`, the chooser
     /// (or `SYRAH_COMMAND_BUFFER=on`) says whether a submission does.
     pub backend: Backend,
@@ -71,7 +73,7 @@ impl Drop for ExecGraph {
     fn drop(&mut self) {
         let Ok(api) = api() else { return };
         self.pool.get_mut().release();
-        self.kernels.clear();
+        self.kernels.get_mut().clear();
         let ctx = &self.graph.ctx;
         for &q in &self.lanes {
             // SAFETY: a queue this graph created and owns; every submission
@@ -160,7 +162,7 @@ impl ExecGraph {
             kinds,
             plan,
             lanes: Vec::new(),
-            kernels: Vec::new(),
+            kernels: Mutex::new(Vec::new()),
             backend,
             pool: Mutex::new(Pool::default()),
             turn: Mutex::new(None),
@@ -173,28 +175,31 @@ impl ExecGraph {
             let lane = open_lane(&graph.ctx, graph.device, props)?;
             exec.lanes.push(lane);
         }
+        let mut kernels: Vec<Option<Arc<Kernel>>> = Vec::with_capacity(graph.nodes.len());
+        // Kernels made so far, by (kernel object, arguments).
+        let mut made: Vec<(*const Kernel, Vec<NodeArg>, Arc<Kernel>)> = Vec::new();
         for (i, n) in graph.nodes.iter().enumerate() {
             let k = match (&n.action, exec.kinds[i]) {
                 (Action::Kernel { kernel, args, .. }, NodeKind::Direct) => {
-                    let own = Kernel::create(
-                        &Program {
-                            ctx: kernel.ctx.clone(),
-                            inner: kernel.program.clone(),
-                        },
-                        &kernel.name,
-                    )?;
                     let args = args.lock();
-                    set_args(&graph.ctx, &own, &mut own.lock.lock(), &args_of(&args, &[]))
-                        .map_err(|mut e| {
-                            e.message = format!("node {i} of the graph: {}", e.message);
-                            e
-                        })?;
-                    Some(own)
+                    let key = Arc::as_ptr(kernel);
+                    match made.iter().find(|(k, a, _)| *k == key && *a == *args) {
+                        Some((_, _, own)) => Some(own.clone()),
+                        None => {
+                            let own = private_kernel(&graph, kernel, &args).map_err(|mut e| {
+                                e.message = format!("node {i} of the graph: {}", e.message);
+                                e
+                            })?;
+                            made.push((key, args.clone(), own.clone()));
+                            Some(own)
+                        }
+                    }
                 }
                 _ => None,
             };
-            exec.kernels.push(k);
+            kernels.push(k);
         }
+        *exec.kernels.get_mut() = kernels;
         Ok(Arc::new(exec))
     }
 
@@ -239,14 +244,26 @@ impl ExecGraph {
                 ),
             ));
         }
-        if let Some(own) = &self.kernels[node] {
-            let mut held = own.lock.lock();
+        let mut kernels = self.kernels.lock();
+        if let Some(own) = kernels[node].as_mut() {
             let mut list: Vec<NodeArg> = args.clone();
             list[index] = arg.clone();
-            set_args(&self.graph.ctx, own, &mut held, &args_of(&list, &[])).map_err(|mut e| {
+            let named = |mut e: Error| {
                 e.message = format!("updating node {node}: {}", e.message);
                 e
-            })?;
+            };
+            if Arc::strong_count(own) > 1 {
+                // Shared with other nodes: this one gets its own.
+                *own = private_kernel(&self.graph, kernel, &list).map_err(named)?;
+            } else {
+                set_args(
+                    &self.graph.ctx,
+                    own,
+                    &mut own.lock.lock(),
+                    &args_of(&list, &[]),
+                )
+                .map_err(named)?;
+            }
             self.pool.lock().stale();
         }
         args[index] = arg;
@@ -275,4 +292,17 @@ impl ExecGraph {
                 .then_some((i, &*n.what))
         })
     }
+}
+
+/// A new kernel object of `kernel`'s program and name with `args` set.
+fn private_kernel(graph: &Graph, kernel: &Kernel, args: &[NodeArg]) -> Result<Arc<Kernel>> {
+    let own = Kernel::create(
+        &Program {
+            ctx: kernel.ctx.clone(),
+            inner: kernel.program.clone(),
+        },
+        &kernel.name,
+    )?;
+    set_args(&graph.ctx, &own, &mut own.lock.lock(), &args_of(args, &[]))?;
+    Ok(Arc::new(own))
 }

@@ -149,11 +149,12 @@ impl ExecGraph {
                 deps: n.deps.clone(),
             })
             .collect();
+        let kernels = self.kernels.lock();
         let launches: Vec<Option<(cl_kernel, &NdRange)>> = self
             .graph
             .nodes
             .iter()
-            .zip(&self.kernels)
+            .zip(kernels.iter())
             .map(|(n, k)| match (&n.action, k) {
                 (Action::Kernel { range, .. }, Some(k)) => Some((k.cl, range)),
                 _ => None,
@@ -200,6 +201,7 @@ impl ExecGraph {
     ) -> Result<(cl_event, SmallVec<[Arc<Event>; 8]>)> {
         let api = api()?;
         let ctx = self.graph.ctx.id;
+        let kernels = self.kernels.lock();
         let mut events: Vec<Option<Arc<Event>>> = vec![None; self.graph.nodes.len()];
         // The event of the graph's one last node, when it stands for all.
         let mut end: cl_event = std::ptr::null_mut();
@@ -220,8 +222,7 @@ impl ExecGraph {
                             .iter()
                             .filter_map(|&w| events[w].as_ref().map(|e| e.cl)),
                     );
-                    let (Action::Kernel { range, args, .. }, Some(k)) =
-                        (&node.action, &self.kernels[i])
+                    let (Action::Kernel { range, args, .. }, Some(k)) = (&node.action, &kernels[i])
                     else {
                         return Err(Error::new(Status::Internal, "direct node without a kernel"));
                     };
