@@ -263,6 +263,60 @@ static void usm_and_errors(const syrah::device &dev) {
   EXPECT(thrown);
 }
 
+// A graph recorded through the C++ layer: kernels on a buffer and a host
+// task, replayed four times; an argument update; waiting while recording
+// throws.
+static void graphs(const syrah::device &dev) {
+  syrah::queue q(dev, true);
+  syrah::program prog(q.get_context(), kSource);
+  syrah::kernel addv(prog, "addv");
+  std::vector<int> a(N, 1);
+  {
+    syrah::buffer<int> ba(a.data(), syrah::range<1>(N));
+    q.begin_recording();
+    q.submit([&](syrah::handler &h) {
+      auto acc = ba.get_access<access_mode::read_write>(h);
+      h.parallel_for(addv, syrah::range<1>(N), acc, 2);
+    });
+    q.submit([&](syrah::handler &h) {
+      auto acc = ba.get_access<access_mode::read_write>(h);
+      h.host_task([=](syrah::interop_handle &ih) {
+        int *p = ih.get_pointer(acc);
+        for (size_t i = 0; i < N; ++i) p[i] *= 3;
+      });
+    });
+    bool thrown = false;
+    try {
+      q.wait();
+    } catch (const syrah::exception &e) {
+      thrown = e.status() == SYRAH_ERROR_INVALID_OPERATION;
+    }
+    EXPECT(thrown);
+    syrah::graph g = q.end_recording();
+    EXPECT(g.node_count() == 2);
+    syrah::executable_graph x = g.finalize();
+    EXPECT(x.backend() == syrah::graph_backend::replay);
+    for (int i = 0; i < 4; ++i) q.submit(x);
+    q.wait();
+  }
+  // (((((1 + 2) * 3) + 2) * 3 + 2) * 3 + 2) * 3 = 321
+  EXPECT(a[0] == 321 && a[N - 1] == 321);
+  if (dev.has(syrah::aspect::usm_device_allocations)) {
+    int *d = syrah::malloc_device<int>(N, q);
+    q.memset(d, 0, N * sizeof(int));
+    q.begin_recording();
+    q.submit([&](syrah::handler &h) { h.parallel_for(addv, syrah::range<1>(N), d, 5); });
+    syrah::executable_graph x = q.end_recording().finalize();
+    q.submit(x);
+    x.set_arg(0, 1, 7);
+    q.submit(x).wait();
+    std::vector<int> back(N, 0);
+    q.memcpy(back.data(), d, N * sizeof(int)).wait();
+    EXPECT(back[0] == 12 && back[N - 1] == 12);
+    syrah::free(d, q);
+  }
+}
+
 int main() {
   for (const auto &d : syrah::device::get_devices()) {
     where = d.name();
@@ -273,6 +327,7 @@ int main() {
       copies_and_fill(d);
       ownership(d);
       usm_and_errors(d);
+      graphs(d);
     } catch (const std::exception &e) {
       ++failures;
       std::fprintf(stderr, "FAIL [%s] exception: %s\n", where.c_str(), e.what());
