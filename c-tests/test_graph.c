@@ -400,8 +400,9 @@ static void test_two_device_stencil(void) {
   syrah_kernel *k = NULL;
   syrah_graph *g[2][2];
   syrah_graph_exec *x[2][2];
-  static int a[H * W], b[H * W], ha[H * W], hb[H * W];
-  syrah_buffer *ba, *bb;
+  static int a[H * W], b[H * W], ha[H * W], hb[H * W], ea[H * W], eb[H * W];
+  syrah_buffer *ba, *bb, *xa, *xb;
+  syrah_buffer_stats gs[2], es[2];
   int step, d, wrong = 0;
   t_device = "two devices";
   if (syrah_get_devices(list, 64, &n) != SYRAH_SUCCESS) return;
@@ -424,7 +425,19 @@ static void test_two_device_stencil(void) {
   for (d = 0; d < 2; ++d) REQUIRE_OK(syrah_queue_create(ctx, pair[d], SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q[d]));
   REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
   REQUIRE_OK(syrah_kernel_create(prog, "stencil", &k));
-  for (i = 0; i < H * W; ++i) a[i] = ha[i] = (int)((i * 7919) % 1000);
+  for (i = 0; i < H * W; ++i) a[i] = ha[i] = ea[i] = (int)((i * 7919) % 1000);
+  /* The same steps run eagerly on their own buffers: the graphs must move
+   * exactly the bytes, in exactly the copies, that these do. */
+  xa = grid(ea);
+  xb = grid(eb);
+  if (!xa || !xb) return;
+  for (step = 0; step < STEPS; ++step)
+    for (d = 0; d < 2; ++d) EXPECT_OK(stencil_step(q[d], k, step % 2 ? xb : xa, step % 2 ? xa : xb, d * H / 2, H / 2));
+  for (d = 0; d < 2; ++d) EXPECT_OK(syrah_queue_wait(q[d]));
+  EXPECT_OK(syrah_buffer_get_stats(xa, &es[0]));
+  EXPECT_OK(syrah_buffer_get_stats(xb, &es[1]));
+  EXPECT_OK(syrah_buffer_release(xa));
+  EXPECT_OK(syrah_buffer_release(xb));
   ba = grid(a);
   bb = grid(b);
   if (!ba || !bb) return;
@@ -443,6 +456,24 @@ static void test_two_device_stencil(void) {
   EXPECT_ERR(syrah_queue_submit_graph(q[1], x[0][0], NULL, 0, NULL), SYRAH_ERROR_WRONG_CONTEXT,
              "was recorded for device");
   for (d = 0; d < 2; ++d) EXPECT_OK(syrah_queue_wait(q[d]));
+  EXPECT_OK(syrah_buffer_get_stats(ba, &gs[0]));
+  EXPECT_OK(syrah_buffer_get_stats(bb, &gs[1]));
+  for (d = 0; d < 2; ++d) {
+    EXPECT_EQ(gs[d].host_to_device_bytes, es[d].host_to_device_bytes);
+    EXPECT_EQ(gs[d].device_to_device_bytes, es[d].device_to_device_bytes);
+    EXPECT_EQ(gs[d].device_to_host_bytes, es[d].device_to_host_bytes);
+    EXPECT_EQ(gs[d].host_to_device_copies, es[d].host_to_device_copies);
+    EXPECT_EQ(gs[d].device_to_device_copies, es[d].device_to_device_copies);
+    EXPECT_EQ(gs[d].device_to_host_copies, es[d].device_to_host_copies);
+  }
+  /* Halo pages moved between the devices at every step. */
+  EXPECT_TRUE(gs[0].device_to_device_bytes + gs[1].device_to_device_bytes + gs[0].device_to_host_bytes +
+                  gs[1].device_to_host_bytes >
+              0);
+  printf("two-device stencil: %llu + %llu bytes between the devices and the host, as eager runs move\n",
+         (unsigned long long)(gs[0].device_to_device_bytes + gs[1].device_to_device_bytes),
+         (unsigned long long)(gs[0].host_to_device_bytes + gs[1].host_to_device_bytes + gs[0].device_to_host_bytes +
+                              gs[1].device_to_host_bytes));
   for (d = 0; d < 2; ++d)
     for (step = 0; step < 2; ++step) {
       syrah_graph_exec_release(x[d][step]);
@@ -450,7 +481,7 @@ static void test_two_device_stencil(void) {
     }
   EXPECT_OK(syrah_buffer_release(ba));
   EXPECT_OK(syrah_buffer_release(bb));
-  for (i = 0; i < H * W; ++i) wrong += a[i] != ha[i] || b[i] != hb[i];
+  for (i = 0; i < H * W; ++i) wrong += a[i] != ha[i] || b[i] != hb[i] || ea[i] != ha[i] || eb[i] != hb[i];
   EXPECT_EQ(wrong, 0);
   syrah_kernel_release(k);
   syrah_program_release(prog);

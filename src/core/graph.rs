@@ -175,6 +175,22 @@ pub fn boxes_overlap(a: ([usize; 3], [usize; 3]), b: ([usize; 3], [usize; 3])) -
     })
 }
 
+/// The smallest box holding boxes `a` and `b`, each `(offset, range)`.
+pub fn union_box(
+    a: ([usize; 3], [usize; 3]),
+    b: ([usize; 3], [usize; 3]),
+) -> ([usize; 3], [usize; 3]) {
+    let mut offset = [0; 3];
+    let mut range = [0; 3];
+    for k in 0..3 {
+        let lo = a.0[k].min(b.0[k]);
+        let hi = (a.0[k] + a.1[k]).max(b.0[k] + b.1[k]);
+        offset[k] = lo;
+        range[k] = hi - lo;
+    }
+    (offset, range)
+}
+
 /// Submissions of each back end timed before a graph keeps one.
 pub const TRIALS: usize = 3;
 
@@ -383,6 +399,13 @@ mod tests {
         }
         assert_eq!(c.decided, Some(false));
         assert!(!c.next_is_buffer());
+    }
+
+    #[test]
+    fn unions() {
+        let u = union_box(([0, 2, 0], [1, 4, 8]), ([0, 0, 4], [1, 3, 8]));
+        assert_eq!(u, ([0, 0, 0], [1, 6, 12]));
+        assert_eq!(union_box(u, u), u);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! back end chosen for the device, and argument updates between replays.
 
 use super::cmdbuf::Pool;
+use super::managed::{accessor_pointers, plan_buffers, Managed};
 use super::{Action, Graph, NodeArg};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{plan, BackendChooser, NodeKind, Plan, PlanNode};
@@ -53,6 +54,11 @@ pub struct ExecGraph {
     /// (or `SYRAH_COMMAND_BUFFER=on`) says whether a submission does.
     pub backend: Backend,
     pub(crate) chooser: Mutex<BackendChooser>,
+    /// Buffers whose coherence the graph plans itself.
+    pub(crate) managed: Vec<Managed>,
+    /// The managed buffers' device bases the kernels' accessor arguments
+    /// were last set with.
+    pub(crate) bases: Mutex<Vec<usize>>,
     /// The node whose event is the graph's end, when the graph is one lane
     /// of direct nodes (no end marker is needed then).
     pub(crate) single_end: Option<usize>,
@@ -113,23 +119,14 @@ impl ExecGraph {
     /// Plans `graph`, makes its lanes and private kernels, and picks its
     /// back end.
     pub fn finalize(graph: Arc<Graph>) -> Result<Arc<ExecGraph>> {
-        let direct = |n: &super::Node| match &n.action {
-            Action::Kernel { range, args, .. } => {
-                n.accesses.is_empty()
-                    && !range.is_empty()
-                    && !args
-                        .lock()
-                        .iter()
-                        .any(|a| matches!(a, NodeArg::Accessor(_)))
-            }
-            _ => false,
-        };
+        let (direct, managed) = plan_buffers(&graph);
         let kinds: Vec<NodeKind> = graph
             .nodes
             .iter()
-            .map(|n| match n.action {
+            .zip(&direct)
+            .map(|(n, &d)| match n.action {
                 Action::Barrier => NodeKind::Empty,
-                _ if direct(n) => NodeKind::Direct,
+                _ if d => NodeKind::Direct,
                 _ => NodeKind::Eager,
             })
             .collect();
@@ -158,6 +155,8 @@ impl ExecGraph {
         };
         let mut exec = ExecGraph {
             single_end,
+            managed,
+            bases: Mutex::new(Vec::new()),
             chooser: Mutex::new(BackendChooser::default()),
             kinds,
             plan,
@@ -183,10 +182,17 @@ impl ExecGraph {
                 (Action::Kernel { kernel, args, .. }, NodeKind::Direct) => {
                     let args = args.lock();
                     let key = Arc::as_ptr(kernel);
-                    match made.iter().find(|(k, a, _)| *k == key && *a == *args) {
+                    // Accessor arguments are set per node at the first
+                    // submission: such nodes keep kernels of their own.
+                    let shareable = n.accesses.is_empty();
+                    match made
+                        .iter()
+                        .find(|(k, a, _)| shareable && *k == key && *a == *args)
+                    {
                         Some((_, _, own)) => Some(own.clone()),
                         None => {
-                            let own = private_kernel(&graph, kernel, &args).map_err(|mut e| {
+                            let set = shareable.then_some(&args[..]);
+                            let own = private_kernel(&graph, kernel, set).map_err(|mut e| {
                                 e.message = format!("node {i} of the graph: {}", e.message);
                                 e
                             })?;
@@ -252,21 +258,59 @@ impl ExecGraph {
                 e.message = format!("updating node {node}: {}", e.message);
                 e
             };
-            if Arc::strong_count(own) > 1 {
+            let bases = self.bases.lock();
+            if !n.accesses.is_empty() && bases.is_empty() {
+                // Not submitted yet: the first submission sets them all.
+            } else if Arc::strong_count(own) > 1 {
                 // Shared with other nodes: this one gets its own.
-                *own = private_kernel(&self.graph, kernel, &list).map_err(named)?;
+                *own = private_kernel(&self.graph, kernel, Some(&list)).map_err(named)?;
             } else {
+                let ptrs = accessor_pointers(&self.graph, &self.managed, &bases, node);
                 set_args(
                     &self.graph.ctx,
                     own,
                     &mut own.lock.lock(),
-                    &args_of(&list, &[]),
+                    &args_of(&list, &ptrs),
                 )
                 .map_err(named)?;
             }
             self.pool.lock().stale();
         }
         args[index] = arg;
+        Ok(())
+    }
+
+    /// Sets the accessor arguments of the direct nodes for the managed
+    /// buffers' device `bases`, when they differ from those last set (at
+    /// the first submission: allocations never move afterwards).
+    pub(crate) fn point_accessors(&self, bases: &[usize]) -> Result<()> {
+        let mut last = self.bases.lock();
+        if *last == bases {
+            return Ok(());
+        }
+        let kernels = self.kernels.lock();
+        for (i, n) in self.graph.nodes.iter().enumerate() {
+            let (Action::Kernel { args, .. }, Some(own)) = (&n.action, &kernels[i]) else {
+                continue;
+            };
+            if n.accesses.is_empty() {
+                continue;
+            }
+            let ptrs = accessor_pointers(&self.graph, &self.managed, bases, i);
+            let args = args.lock();
+            set_args(
+                &self.graph.ctx,
+                own,
+                &mut own.lock.lock(),
+                &args_of(&args, &ptrs),
+            )
+            .map_err(|mut e| {
+                e.message = format!("node {i} of graph {}: {}", self.graph.id, e.message);
+                e
+            })?;
+        }
+        self.pool.lock().stale();
+        *last = bases.to_vec();
         Ok(())
     }
 
@@ -294,8 +338,10 @@ impl ExecGraph {
     }
 }
 
-/// A new kernel object of `kernel`'s program and name with `args` set.
-fn private_kernel(graph: &Graph, kernel: &Kernel, args: &[NodeArg]) -> Result<Arc<Kernel>> {
+/// A new kernel object of `kernel`'s program and name, with `args` set
+/// when given (a node with accessors gets its arguments at its first
+/// submission, once its buffers' device pointers are known).
+fn private_kernel(graph: &Graph, kernel: &Kernel, args: Option<&[NodeArg]>) -> Result<Arc<Kernel>> {
     let own = Kernel::create(
         &Program {
             ctx: kernel.ctx.clone(),
@@ -303,6 +349,8 @@ fn private_kernel(graph: &Graph, kernel: &Kernel, args: &[NodeArg]) -> Result<Ar
         },
         &kernel.name,
     )?;
-    set_args(&graph.ctx, &own, &mut own.lock.lock(), &args_of(args, &[]))?;
+    if let Some(args) = args {
+        set_args(&graph.ctx, &own, &mut own.lock.lock(), &args_of(args, &[]))?;
+    }
     Ok(Arc::new(own))
 }

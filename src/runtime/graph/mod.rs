@@ -15,6 +15,7 @@
 
 mod cmdbuf;
 mod exec;
+mod managed;
 mod record;
 mod replay;
 

@@ -5,6 +5,7 @@
 
 use super::cmdbuf;
 use super::exec::{args_of, command_buffers_forced, Backend, ExecGraph};
+use super::managed;
 use super::{Action, Node};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{NodeKind, PlanNode};
@@ -68,6 +69,12 @@ impl ExecGraph {
         }
         let mut turn = self.turn.lock();
         let mut ext: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
+        // The managed buffers' one access each: what conflicts with it
+        // outside the graph, and the transfers of outdated pages.
+        let mut waits = Deps::new();
+        let buffers = managed::prepare(g, &self.managed, q, &mut waits)?;
+        ext.extend(waits);
+        self.point_accessors(&buffers.bases)?;
         if q.in_order {
             ext.extend(q.tails()?);
         } else if let Some(b) = q.lanes.lock().barrier.clone() {
@@ -106,7 +113,12 @@ impl ExecGraph {
         if buffered.is_some() {
             self.pool.lock().ran_last(end.clone());
         }
-        q.track(end.clone(), Some(Held::Any(Box::new(self.clone()))));
+        q.commit_submitted(&buffers.prepared, &Submitted::Event(end.clone()));
+        let mut keep = vec![Held::Any(Box::new(self.clone()))];
+        if !buffers.prepared.is_empty() {
+            keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
+        }
+        q.track(end.clone(), Some(Held::List(keep)));
         if q.in_order {
             q.order_after(&end);
         }
