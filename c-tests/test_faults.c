@@ -311,6 +311,46 @@ static void creation(env *e) {
   }
 }
 
+/* A graph of three kernels on a buffer: its lanes fail to be made once
+ * when it is finalized, and a kernel's enqueue fails once while it is
+ * replayed; the failures surface once each, later submissions work and
+ * the buffer ends with exactly the replays that ran. (Command-buffers are
+ * off in this test, so replays enqueue each kernel.) */
+static void graph(env *e) {
+  size_t n = 0;
+  int *host = NULL, i;
+  syrah_buffer *b = new_buffer(&n, &host);
+  syrah_graph *g = NULL;
+  syrah_graph_exec *x = NULL;
+  syrah_status s;
+  if (!b) return;
+  EXPECT_OK(syrah_queue_begin_recording(e->q));
+  for (i = 0; i < 3; ++i) EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
+  REQUIRE_OK(syrah_queue_end_recording(e->q, &g));
+
+  arm("graph finalize", "clCreateCommandQueueWithProperties", 0, CL_OUT_OF_RESOURCES);
+  s = syrah_graph_finalize(g, &x);
+  ++t_checks;
+  if (s == SYRAH_SUCCESS) T_FAIL("a graph was finalized under a fault");
+  else once(s, e->q, "clCreateCommandQueueWithProperties");
+  disarm("clCreateCommandQueueWithProperties", 0);
+  REQUIRE_OK(syrah_graph_finalize(g, &x));
+
+  EXPECT_OK(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  arm("graph replay", "clEnqueueNDRangeKernel", 0, CL_OUT_OF_RESOURCES);
+  once(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL), e->q, "clEnqueueNDRangeKernel");
+  disarm("clEnqueueNDRangeKernel", 0);
+  EXPECT_OK(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  EXPECT_OK(syrah_graph_exec_release(x));
+  EXPECT_OK(syrah_graph_release(g));
+  EXPECT_OK(syrah_buffer_release(b));
+  /* Two whole replays of three increments; the failed one ran none. */
+  expect_data(host, n, 6, "graph replays around a failed one");
+  free(host);
+}
+
 static void test_device(const syrah_device *d) {
   env e;
   syrah_program *p = NULL;
@@ -334,6 +374,7 @@ static void test_device(const syrah_device *d) {
   else
     t_skip("USM allocation and copy faults", "the device has no USM");
   creation(&e);
+  graph(&e);
 
   EXPECT_OK(syrah_kernel_release(e.k));
   EXPECT_OK(syrah_queue_release(e.q));
@@ -346,6 +387,8 @@ int main(void) {
     printf("test_faults needs SYRAH_OPENCL_LIBRARY naming the faultcl library (CTest sets it)\n");
     return 1;
   }
+  /* Graphs enqueue their kernels one by one (see `graph`). */
+  setenv("SYRAH_COMMAND_BUFFER", "off", 1);
   signal(SIGALRM, watchdog);
   alarm(300);
   t_for_each_device(test_device);

@@ -2,7 +2,10 @@
  * graph, argument updates between replays, a two-device stencil over
  * shared buffers, and the refusals; every replayed result is compared with
  * the same commands run eagerly. */
+#define _POSIX_C_SOURCE 200112L
 #include "testing.h"
+
+#include <pthread.h>
 
 static const char *kSource =
     "__kernel void addv(__global int *p, int v) { p[get_global_id(0)] += v; }\n"
@@ -490,6 +493,63 @@ static void test_two_device_stencil(void) {
   t_device = "";
 }
 
+enum { THREADS = 4, SUBMITS = 25 };
+
+typedef struct {
+  syrah_queue *q;
+  syrah_graph_exec *x;
+  syrah_status first_error;
+} submitter;
+
+static void *submit_many(void *arg) {
+  submitter *s = (submitter *)arg;
+  int i;
+  for (i = 0; i < SUBMITS; ++i) {
+    syrah_status st = syrah_queue_submit_graph(s->q, s->x, NULL, 0, NULL);
+    if (st != SYRAH_SUCCESS && s->first_error == SYRAH_SUCCESS) s->first_error = st;
+  }
+  return NULL;
+}
+
+/* One executable graph (four kernels adding 1 to a buffer) submitted by
+ * four threads at once to one queue: every submission runs whole, one
+ * after another, so the buffer ends with exactly 4 x 4 x 25 added. */
+static void test_threads(syrah_queue *q, syrah_program *prog) {
+  syrah_kernel *add = kernel(prog, "addv");
+  static int data[N];
+  syrah_buffer_desc desc = t_desc1(N, data, SYRAH_HOST_WRITE_BACK);
+  syrah_buffer *buf = NULL;
+  syrah_graph *g = NULL;
+  syrah_graph_exec *x = NULL;
+  pthread_t th[THREADS];
+  submitter sub[THREADS];
+  int i, wrong = 0;
+  if (!add) return;
+  for (i = 0; i < N; ++i) data[i] = i;
+  REQUIRE_OK(syrah_buffer_create(&desc, &buf));
+  EXPECT_OK(syrah_queue_begin_recording(q));
+  for (i = 0; i < 4; ++i) EXPECT_OK(t_launch_rw(q, add, buf, N, 1, NULL));
+  REQUIRE_OK(syrah_queue_end_recording(q, &g));
+  REQUIRE_OK(syrah_graph_finalize(g, &x));
+  for (i = 0; i < THREADS; ++i) {
+    sub[i].q = q;
+    sub[i].x = x;
+    sub[i].first_error = SYRAH_SUCCESS;
+    if (pthread_create(&th[i], NULL, submit_many, &sub[i]) != 0) T_FAIL("pthread_create");
+  }
+  for (i = 0; i < THREADS; ++i) {
+    pthread_join(th[i], NULL);
+    EXPECT_EQ(sub[i].first_error, SYRAH_SUCCESS);
+  }
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_OK(syrah_graph_exec_release(x));
+  EXPECT_OK(syrah_graph_release(g));
+  EXPECT_OK(syrah_buffer_release(buf));
+  for (i = 0; i < N; ++i) wrong += data[i] != i + 4 * THREADS * SUBMITS;
+  EXPECT_EQ(wrong, 0);
+  syrah_kernel_release(add);
+}
+
 static void per_device(const syrah_device *dev) {
   syrah_queue *q = NULL, *ooo = NULL;
   syrah_context *ctx = NULL;
@@ -506,6 +566,8 @@ static void per_device(const syrah_device *dev) {
   }
   test_buffers_and_host_tasks(q, prog);
   test_buffers_and_host_tasks(ooo, prog);
+  test_threads(q, prog);
+  test_threads(ooo, prog);
   syrah_program_release(prog);
   syrah_queue_release(ooo);
   syrah_queue_release(q);

@@ -56,6 +56,11 @@ pub struct ExecGraph {
     pub(crate) chooser: Mutex<BackendChooser>,
     /// Buffers whose coherence the graph plans itself.
     pub(crate) managed: Vec<Managed>,
+    /// The nodes that access buffers.
+    pub(crate) accessing: Vec<usize>,
+    /// Per node: a kernel with local-memory arguments (for the status of
+    /// a launch that runs out of resources).
+    pub(crate) locals: Mutex<Vec<bool>>,
     /// The managed buffers' device bases the kernels' accessor arguments
     /// were last set with.
     pub(crate) bases: Mutex<Vec<usize>>,
@@ -157,6 +162,10 @@ impl ExecGraph {
             single_end,
             managed,
             bases: Mutex::new(Vec::new()),
+            accessing: (0..graph.nodes.len())
+                .filter(|&i| !graph.nodes[i].accesses.is_empty())
+                .collect(),
+            locals: Mutex::new(graph.nodes.iter().map(has_local).collect()),
             chooser: Mutex::new(BackendChooser::default()),
             kinds,
             plan,
@@ -277,6 +286,7 @@ impl ExecGraph {
             self.pool.lock().stale();
         }
         args[index] = arg;
+        self.locals.lock()[node] = args.iter().any(|a| matches!(a, NodeArg::Local(_)));
         Ok(())
     }
 
@@ -329,12 +339,23 @@ impl ExecGraph {
     /// Nodes whose buffers the user released, if any: such a graph cannot
     /// be replayed.
     pub fn released_buffer(&self) -> Option<(usize, &str)> {
-        self.graph.nodes.iter().enumerate().find_map(|(i, n)| {
-            n.accesses
-                .iter()
-                .any(|a| a.owner.strong_count() == 0)
-                .then_some((i, &*n.what))
-        })
+        self.accessing
+            .iter()
+            .find(|&&i| {
+                self.graph.nodes[i]
+                    .accesses
+                    .iter()
+                    .any(|a| a.owner.strong_count() == 0)
+            })
+            .map(|&i| (i, &*self.graph.nodes[i].what))
+    }
+}
+
+/// Whether node `n` is a kernel with local-memory arguments.
+fn has_local(n: &super::Node) -> bool {
+    match &n.action {
+        Action::Kernel { args, .. } => args.lock().iter().any(|a| matches!(a, NodeArg::Local(_))),
+        _ => false,
     }
 }
 

@@ -214,6 +214,7 @@ impl ExecGraph {
         let api = api()?;
         let ctx = self.graph.ctx.id;
         let kernels = self.kernels.lock();
+        let locals = self.locals.lock();
         let mut events: Vec<Option<Arc<Event>>> = vec![None; self.graph.nodes.len()];
         // The event of the graph's one last node, when it stands for all.
         let mut end: cl_event = std::ptr::null_mut();
@@ -234,14 +235,11 @@ impl ExecGraph {
                             .iter()
                             .filter_map(|&w| events[w].as_ref().map(|e| e.cl)),
                     );
-                    let (Action::Kernel { range, args, .. }, Some(k)) = (&node.action, &kernels[i])
+                    let (Action::Kernel { range, .. }, Some(k)) = (&node.action, &kernels[i])
                     else {
                         return Err(Error::new(Status::Internal, "direct node without a kernel"));
                     };
-                    let local = args
-                        .lock()
-                        .iter()
-                        .any(|a| matches!(a, super::NodeArg::Local(_)));
+                    let local = locals[i];
                     let mut cl: cl_event = std::ptr::null_mut();
                     let last = self.single_end == Some(i);
                     enqueue_ndrange(
