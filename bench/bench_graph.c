@@ -378,9 +378,9 @@ static int report(int rows, const char *what, const run *raw, const run *eager, 
          gs / rs <= 0.5 ? "met" : "NOT met", diff, diff <= 1.0 ? "met" : "NOT met", ok ? "equal" : "DIFFER");
   bench_json("{\"bench\":\"graph\",\"device\":\"%s\",\"what\":\"%s\",\"backend\":\"%s\",\"raw_submit_us\":%.4f,"
              "\"eager_submit_us\":%.4f,\"graph_submit_us\":%.4f,\"raw_wall_us\":%.4f,\"eager_wall_us\":%.4f,"
-             "\"graph_wall_us\":%.4f,\"graph_over_raw\":%.4f,\"eager_minus_raw_us\":%.4f,\"rounds\":%d}",
+             "\"graph_wall_us\":%.4f,\"graph_over_raw\":%.4f,\"eager_minus_raw_us\":%.4f,\"rounds\":%d,\"ok\":%s}",
              spec, what, backend == SYRAH_GRAPH_BACKEND_COMMAND_BUFFER ? "command-buffer" : "replay", rs, es, gs,
-             rw, ew, gw, gs / rs, diff, n);
+             rw, ew, gw, gs / rs, diff, n, ok ? "true" : "false");
   return ok;
 }
 
