@@ -397,16 +397,16 @@ static void test_two_device_stencil(void) {
   size_t n = 0, i, j;
   const syrah_device *list[64];
   const syrah_device *pair[2] = {NULL, NULL};
-  syrah_context *ctx = NULL;
+  syrah_context *ctx[2] = {NULL, NULL};
   syrah_queue *q[2] = {NULL, NULL};
-  syrah_program *prog = NULL;
-  syrah_kernel *k = NULL;
+  syrah_program *prog[2] = {NULL, NULL};
+  syrah_kernel *kk[2] = {NULL, NULL};
   syrah_graph *g[2][2];
   syrah_graph_exec *x[2][2];
   static int a[H * W], b[H * W], ha[H * W], hb[H * W], ea[H * W], eb[H * W];
   syrah_buffer *ba, *bb, *xa, *xb;
   syrah_buffer_stats gs[2], es[2];
-  int step, d, wrong = 0;
+  int step, d, wrong = 0, shared = 1;
   t_device = "two devices";
   if (syrah_get_devices(list, 64, &n) != SYRAH_SUCCESS) return;
   for (i = 0; i < n && !pair[1]; ++i)
@@ -419,15 +419,29 @@ static void test_two_device_stencil(void) {
         pair[1] = list[j];
       }
     }
+  if (!pair[1] && n >= 2) {
+    /* Two platforms: a context each, the pages passing through the host. */
+    pair[0] = list[0];
+    pair[1] = list[1];
+    shared = 0;
+  }
   if (!pair[1]) {
-    t_skip("two-device stencil graphs", "no platform has two devices");
+    t_skip("two-device stencil graphs", "there is only one device");
     return;
   }
-  printf("== two devices of one platform\n");
-  REQUIRE_OK(syrah_context_create(pair, 2, &ctx));
-  for (d = 0; d < 2; ++d) REQUIRE_OK(syrah_queue_create(ctx, pair[d], SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q[d]));
-  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
-  REQUIRE_OK(syrah_kernel_create(prog, "stencil", &k));
+  printf("== two devices of %s\n", shared ? "one platform, one context" : "two platforms, a context each");
+  if (shared) {
+    REQUIRE_OK(syrah_context_create(pair, 2, &ctx[0]));
+    REQUIRE_OK(syrah_context_retain(ctx[0]));
+    ctx[1] = ctx[0];
+  } else {
+    for (d = 0; d < 2; ++d) REQUIRE_OK(syrah_context_create(&pair[d], 1, &ctx[d]));
+  }
+  for (d = 0; d < 2; ++d) {
+    REQUIRE_OK(syrah_queue_create(ctx[d], pair[d], SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q[d]));
+    REQUIRE_OK(syrah_program_create_from_source(ctx[d], kSource, NULL, &prog[d]));
+    REQUIRE_OK(syrah_kernel_create(prog[d], "stencil", &kk[d]));
+  }
   for (i = 0; i < H * W; ++i) a[i] = ha[i] = ea[i] = (int)((i * 7919) % 1000);
   /* The same steps run eagerly on their own buffers: the graphs must move
    * exactly the bytes, in exactly the copies, that these do. */
@@ -435,7 +449,8 @@ static void test_two_device_stencil(void) {
   xb = grid(eb);
   if (!xa || !xb) return;
   for (step = 0; step < STEPS; ++step)
-    for (d = 0; d < 2; ++d) EXPECT_OK(stencil_step(q[d], k, step % 2 ? xb : xa, step % 2 ? xa : xb, d * H / 2, H / 2));
+    for (d = 0; d < 2; ++d)
+      EXPECT_OK(stencil_step(q[d], kk[d], step % 2 ? xb : xa, step % 2 ? xa : xb, d * H / 2, H / 2));
   for (d = 0; d < 2; ++d) EXPECT_OK(syrah_queue_wait(q[d]));
   EXPECT_OK(syrah_buffer_get_stats(xa, &es[0]));
   EXPECT_OK(syrah_buffer_get_stats(xb, &es[1]));
@@ -447,7 +462,7 @@ static void test_two_device_stencil(void) {
   for (d = 0; d < 2; ++d)
     for (step = 0; step < 2; ++step) {
       EXPECT_OK(syrah_queue_begin_recording(q[d]));
-      EXPECT_OK(stencil_step(q[d], k, step ? bb : ba, step ? ba : bb, d * H / 2, H / 2));
+      EXPECT_OK(stencil_step(q[d], kk[d], step ? bb : ba, step ? ba : bb, d * H / 2, H / 2));
       EXPECT_OK(syrah_queue_end_recording(q[d], &g[d][step]));
       EXPECT_OK(syrah_graph_finalize(g[d][step], &x[d][step]));
     }
@@ -486,11 +501,61 @@ static void test_two_device_stencil(void) {
   EXPECT_OK(syrah_buffer_release(bb));
   for (i = 0; i < H * W; ++i) wrong += a[i] != ha[i] || b[i] != hb[i] || ea[i] != ha[i] || eb[i] != hb[i];
   EXPECT_EQ(wrong, 0);
-  syrah_kernel_release(k);
-  syrah_program_release(prog);
-  for (d = 0; d < 2; ++d) syrah_queue_release(q[d]);
-  syrah_context_release(ctx);
+  for (d = 0; d < 2; ++d) {
+    syrah_kernel_release(kk[d]);
+    syrah_program_release(prog[d]);
+    syrah_queue_release(q[d]);
+    syrah_context_release(ctx[d]);
+  }
   t_device = "";
+}
+
+/* The host rewrites a buffer between two submissions of a graph that
+ * reads and writes it: the second submission sees the host's data (its
+ * pages are brought back to the device), and the buffer moves exactly the
+ * bytes, in exactly the copies, of the same commands run eagerly. */
+static void test_pages_moved_between_replays(syrah_queue *q, syrah_program *prog) {
+  syrah_kernel *add = kernel(prog, "addv");
+  static int data[2][N];
+  syrah_buffer_stats st[2];
+  int run, i, wrong = 0;
+  if (!add) return;
+  for (run = 0; run < 2; ++run) {
+    syrah_buffer_desc desc = t_desc1(N, data[run], SYRAH_HOST_WRITE_BACK);
+    syrah_buffer *buf = NULL;
+    syrah_graph *g = NULL;
+    syrah_graph_exec *x = NULL;
+    syrah_host_accessor *ha = NULL;
+    int *hp = NULL;
+    for (i = 0; i < N; ++i) data[run][i] = i;
+    REQUIRE_OK(syrah_buffer_create(&desc, &buf));
+    if (run == 1) {
+      EXPECT_OK(syrah_queue_begin_recording(q));
+      EXPECT_OK(t_launch_rw(q, add, buf, N, 1, NULL));
+      REQUIRE_OK(syrah_queue_end_recording(q, &g));
+      REQUIRE_OK(syrah_graph_finalize(g, &x));
+    }
+    EXPECT_OK(run ? syrah_queue_submit_graph(q, x, NULL, 0, NULL) : t_launch_rw(q, add, buf, N, 1, NULL));
+    EXPECT_OK(syrah_buffer_host_access(buf, SYRAH_ACCESS_READ_WRITE, NULL, NULL, &ha, (void **)&hp));
+    if (hp) {
+      EXPECT_EQ(hp[5], 6);
+      for (i = 0; i < N; ++i) hp[i] = 1000 + i;
+    }
+    if (ha) EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_OK(run ? syrah_queue_submit_graph(q, x, NULL, 0, NULL) : t_launch_rw(q, add, buf, N, 1, NULL));
+    EXPECT_OK(syrah_queue_wait(q));
+    EXPECT_OK(syrah_buffer_get_stats(buf, &st[run]));
+    EXPECT_OK(syrah_buffer_release(buf));
+    if (x) EXPECT_OK(syrah_graph_exec_release(x));
+    if (g) EXPECT_OK(syrah_graph_release(g));
+    for (i = 0; i < N; ++i) wrong += data[run][i] != 1001 + i;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(st[1].host_to_device_bytes, st[0].host_to_device_bytes);
+  EXPECT_EQ(st[1].device_to_host_bytes, st[0].device_to_host_bytes);
+  EXPECT_EQ(st[1].host_to_device_copies, st[0].host_to_device_copies);
+  EXPECT_EQ(st[1].device_to_host_copies, st[0].device_to_host_copies);
+  syrah_kernel_release(add);
 }
 
 enum { THREADS = 4, SUBMITS = 25 };
@@ -568,6 +633,8 @@ static void per_device(const syrah_device *dev) {
   test_buffers_and_host_tasks(ooo, prog);
   test_threads(q, prog);
   test_threads(ooo, prog);
+  test_pages_moved_between_replays(q, prog);
+  test_pages_moved_between_replays(ooo, prog);
   syrah_program_release(prog);
   syrah_queue_release(ooo);
   syrah_queue_release(q);
