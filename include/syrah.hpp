@@ -475,54 +475,8 @@ class handler {
   copy_fn copy_;
 };
 
-/// How a finalized graph is replayed.
-enum class graph_backend : syrah_graph_backend {
-  command_buffer = SYRAH_GRAPH_BACKEND_COMMAND_BUFFER,
-  replay = SYRAH_GRAPH_BACKEND_REPLAY,
-};
-
-/// A finalized graph: submit it with `queue::submit(const executable_graph &)`.
-class executable_graph {
- public:
-  explicit executable_graph(syrah_graph_exec *owned) : h_(owned) {}
-  /// Sets argument `index` of kernel node `node` (in recording order) for
-  /// later submissions: a value (copied now) or a USM pointer.
-  template <class A>
-  void set_arg(size_t node, size_t index, const A &a) {
-    syrah_kernel_arg arg = std::is_pointer<A>::value ? syrah_arg_usm(*reinterpret_cast<const void *const *>(&a))
-                                                     : syrah_arg_value(&a, sizeof(A));
-    check(syrah_graph_exec_set_arg(h_.get(), node, index, &arg));
-  }
-  graph_backend backend() const {
-    syrah_graph_backend b = 0;
-    check(syrah_graph_exec_get_backend(h_.get(), &b));
-    return static_cast<graph_backend>(b);
-  }
-  syrah_graph_exec *get() const noexcept { return h_.get(); }
-
- private:
-  detail::handle<syrah_graph_exec, syrah_graph_exec_retain, syrah_graph_exec_release> h_;
-};
-
-/// A recorded graph (`queue::begin_recording` ... `queue::end_recording`).
-class graph {
- public:
-  explicit graph(syrah_graph *owned) : h_(owned) {}
-  size_t node_count() const {
-    size_t n = 0;
-    check(syrah_graph_get_node_count(h_.get(), &n));
-    return n;
-  }
-  executable_graph finalize() const {
-    syrah_graph_exec *x = nullptr;
-    check(syrah_graph_finalize(h_.get(), &x));
-    return executable_graph(x);
-  }
-  syrah_graph *get() const noexcept { return h_.get(); }
-
- private:
-  detail::handle<syrah_graph, syrah_graph_retain, syrah_graph_release> h_;
-};
+class graph;
+class executable_graph;
 
 /// A queue on a device.
 class queue {
@@ -552,19 +506,11 @@ class queue {
   }
 
   /// Records the commands submitted from now on into a graph instead of
-  /// running them, until `end_recording`.
+  /// running them, until `end_recording` (syrah_graph.hpp).
   void begin_recording() { check(syrah_queue_begin_recording(h_.get())); }
-  graph end_recording() {
-    syrah_graph *g = nullptr;
-    check(syrah_queue_end_recording(h_.get(), &g));
-    return graph(g);
-  }
+  graph end_recording();
   /// Submits a finalized graph after `deps`.
-  event submit(const executable_graph &x, const std::vector<event> &deps = {}) {
-    return op([&](const syrah_event *const *d, size_t n, syrah_event **ev) {
-      return syrah_queue_submit_graph(h_.get(), x.get(), d, n, ev);
-    }, deps);
-  }
+  event submit(const executable_graph &x, const std::vector<event> &deps = {});
 
   /// Waits for everything submitted; delivers asynchronous errors to the
   /// handler, or throws the first one.
@@ -768,5 +714,7 @@ T *malloc_shared(size_t count, const queue &q) {
 inline void free(void *p, const queue &q) { check(syrah_free(q.get_context().get(), p)); }
 
 }  // namespace syrah
+
+#include <syrah_graph.hpp>
 
 #endif
