@@ -624,6 +624,26 @@ static void test_released(const syrah_device *d) {
       SYRAH_ERROR_INVALID_HANDLE, "0x");
   BAD(syrah_queue_retain((syrah_queue *)fake), SYRAH_ERROR_INVALID_HANDLE, "not a live handle");
 
+  {
+    /* An empty graph: finalized and submitted, then its handles used
+     * after release. */
+    syrah_graph *g = NULL;
+    syrah_graph_exec *x = NULL;
+    size_t nodes = 1;
+    EXPECT_OK(syrah_queue_begin_recording(q));
+    REQUIRE_OK(syrah_queue_end_recording(q, &g));
+    REQUIRE_OK(syrah_graph_finalize(g, &x));
+    EXPECT_OK(syrah_queue_submit_graph(q, x, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_wait(q));
+    EXPECT_OK(syrah_graph_exec_release(x));
+    BAD(syrah_queue_submit_graph(q, x, NULL, 0, NULL), SYRAH_ERROR_INVALID_HANDLE, "exec");
+    BAD(syrah_graph_exec_release(x), SYRAH_ERROR_INVALID_HANDLE, "exec");
+    EXPECT_OK(syrah_graph_get_node_count(g, &nodes));
+    EXPECT_EQ(nodes, 0);
+    EXPECT_OK(syrah_graph_release(g));
+    BAD(syrah_graph_finalize(g, &x), SYRAH_ERROR_INVALID_HANDLE, "graph");
+    BAD(syrah_graph_release(g), SYRAH_ERROR_INVALID_HANDLE, "graph");
+  }
   EXPECT_OK(syrah_host_accessor_release(ha));
   BAD(syrah_host_accessor_release(ha), SYRAH_ERROR_INVALID_HANDLE, "accessor");
   EXPECT_OK(syrah_buffer_release(b));
