@@ -381,9 +381,9 @@ pub unsafe extern "C" fn syrah_queue_submit_graph(
         }
         // SAFETY: forwarded contract.
         let deps = unsafe { super::event::deps_from(dependencies, dependency_count) }?;
-        let ev = e.submit(&q, &deps)?;
+        let done = e.submit(&q, &deps, !out_event.is_null())?;
         // SAFETY: forwarded contract.
-        unsafe { super::event::give_event(ev, out_event) };
+        unsafe { super::event::give_submitted(done, out_event) };
         Ok(())
     })
 }

@@ -38,6 +38,15 @@ pub(crate) fn command_buffers_forced() -> bool {
     *ON.get_or_init(|| std::env::var("SYRAH_COMMAND_BUFFER").is_ok_and(|v| v == "on"))
 }
 
+/// How the last submission of a graph ended.
+#[derive(Clone)]
+pub(crate) enum Last {
+    /// On the graph's own lane 0, with this event.
+    Own(Arc<Event>),
+    /// As one command of the queue's (see `onlane`).
+    Queue(crate::runtime::queue::Submitted),
+}
+
 /// A graph ready to be submitted.
 pub struct ExecGraph {
     pub graph: Arc<Graph>,
@@ -71,7 +80,7 @@ pub struct ExecGraph {
     /// Held for a whole submission (one replay at a time) and for argument
     /// updates; holds the end event of the last submission, which the next
     /// one follows.
-    pub(crate) turn: Mutex<Option<Arc<Event>>>,
+    pub(crate) turn: Mutex<Option<Last>>,
 }
 
 // SAFETY: OpenCL queues and kernels are thread-safe objects; the kernels'

@@ -14,7 +14,7 @@ use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::union_box;
 use crate::runtime::buffer::{AccessReq, Buffer, Deps, Mode, Prepared};
-use crate::runtime::queue::Queue;
+use crate::runtime::queue::{LanePositions, Queue};
 use smallvec::SmallVec;
 
 /// One buffer the graph manages: the union of its accesses.
@@ -130,12 +130,14 @@ pub(crate) struct PreparedBuffers {
 
 /// Prepares the managed buffers' accesses on `q` for a submission:
 /// allocations, conflicts with commands outside the graph (added to
-/// `waits`) and transfers of outdated pages.
+/// `waits`, or with `on_lanes` their places on the queue's lanes) and
+/// transfers of outdated pages.
 pub(crate) fn prepare(
     graph: &Graph,
     managed: &[Managed],
     q: &Queue,
     waits: &mut Deps,
+    on_lanes: Option<&mut LanePositions>,
 ) -> Result<PreparedBuffers> {
     if managed.is_empty() {
         return Ok(PreparedBuffers {
@@ -176,7 +178,7 @@ pub(crate) fn prepare(
             range: m.range,
         })
         .collect();
-    let prepared = q.prepare_accesses_at(&reqs, waits, None)?;
+    let prepared = q.prepare_accesses_at(&reqs, waits, on_lanes)?;
     let bases = prepared
         .iter()
         .map(|p| {

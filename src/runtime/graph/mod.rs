@@ -16,6 +16,7 @@
 mod cmdbuf;
 mod exec;
 mod managed;
+mod onlane;
 mod record;
 mod replay;
 

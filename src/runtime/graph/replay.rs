@@ -4,7 +4,7 @@
 //! tracks like any command's.
 
 use super::cmdbuf;
-use super::exec::{args_of, command_buffers_forced, Backend, ExecGraph};
+use super::exec::{args_of, command_buffers_forced, Backend, ExecGraph, Last};
 use super::managed;
 use super::{Action, Node};
 use crate::core::error::{Error, Result, Status};
@@ -40,8 +40,15 @@ fn lane_event(cl: cl_event, ctx: u64, what: Arc<str>) -> Arc<Event> {
 impl ExecGraph {
     /// Submits the graph to `q` after `deps` (and, on an in-order queue,
     /// after the queue's earlier commands; in any case after the previous
-    /// submission of this graph). Returns the event of its end.
-    pub fn submit(self: &Arc<Self>, q: &Arc<Queue>, deps: &[Arc<Event>]) -> Result<Arc<Event>> {
+    /// submission of this graph). Returns its end: its event, or (when no
+    /// event is wanted and the graph went onto a lane of the queue as one
+    /// command) its place there.
+    pub fn submit(
+        self: &Arc<Self>,
+        q: &Arc<Queue>,
+        deps: &[Arc<Event>],
+        want_event: bool,
+    ) -> Result<Submitted> {
         let g = &self.graph;
         if q.ctx.id != g.ctx.id || !std::ptr::eq(q.device, g.device) {
             return Err(Error::new(
@@ -67,12 +74,15 @@ impl ExecGraph {
                 ),
             ));
         }
+        if self.one_lane() && self.current_backend() == Backend::Replay {
+            return self.submit_on_lane(q, deps, want_event);
+        }
         let mut turn = self.turn.lock();
         let mut ext: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         // The managed buffers' one access each: what conflicts with it
         // outside the graph, and the transfers of outdated pages.
         let mut waits = Deps::new();
-        let buffers = managed::prepare(g, &self.managed, q, &mut waits)?;
+        let buffers = managed::prepare(g, &self.managed, q, &mut waits, None)?;
         ext.extend(waits);
         self.point_accessors(&buffers.bases)?;
         if q.in_order {
@@ -80,9 +90,21 @@ impl ExecGraph {
         } else if let Some(b) = q.lanes.lock().barrier.clone() {
             ext.push(b);
         }
-        // The previous submission ended on lane 0: what goes there follows
-        // it in order; only other lanes and the queue's path wait for it.
-        let prev = turn.clone().filter(|e| !e.known_done());
+        // A previous submission that ended on lane 0: what goes there
+        // follows it in order; only other lanes and the queue's path wait
+        // for it. One that went through the queue is waited for by all.
+        let prev = match turn.clone() {
+            Some(Last::Own(e)) => Some(e).filter(|e| !e.known_done()),
+            Some(Last::Queue(Submitted::Event(e))) => {
+                ext.push(e);
+                None
+            }
+            Some(Last::Queue(Submitted::Quiet(p))) => {
+                ext.extend(p.event()?);
+                None
+            }
+            None => None,
+        };
         ext.retain(|e| !e.known_done() && !prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, e)));
         let ext_cl = q.wait_list(&ext)?;
         let what: Arc<str> = Arc::from(format!("graph {}", g.id));
@@ -122,8 +144,8 @@ impl ExecGraph {
         if q.in_order {
             q.order_after(&end);
         }
-        *turn = Some(end.clone());
-        Ok(end)
+        *turn = Some(Last::Own(end.clone()));
+        Ok(Submitted::Event(end))
     }
 
     fn finish_lanes(&self) {

@@ -44,6 +44,7 @@ pub struct LanePos {
 pub type LanePositions = SmallVec<[LanePos; 2]>;
 
 /// What submitting a command left: its event, or its place on a lane.
+#[derive(Clone)]
 pub enum Submitted {
     Event(Arc<Event>),
     Quiet(LanePos),

@@ -1,0 +1,91 @@
+//! Submitting a graph whose nodes are all kernels the graph enqueues
+//! itself, on one lane of its plan (a chain), as one command of the
+//! queue's own: its kernels go onto a lane of the queue one after another,
+//! the first waiting for what the submission waits for and the last giving
+//! the event if one is wanted, so that the queue's order, its accounting
+//! of commands without events and the buffers' trackers treat the whole
+//! graph as one launch, and a submission makes no event of its own.
+
+use super::exec::{command_buffers_forced, Backend, ExecGraph, Last};
+use super::{managed, Action};
+use crate::core::error::{Error, Result, Status};
+use crate::core::graph::NodeKind;
+use crate::core::launch::NdRange;
+use crate::opencl::ffi::*;
+use crate::runtime::buffer::{held_storages, Deps};
+use crate::runtime::event::Event;
+use crate::runtime::launch::enqueue_ndrange;
+use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
+use std::sync::Arc;
+
+impl ExecGraph {
+    /// Whether the graph is a chain of kernels it enqueues itself.
+    pub(crate) fn one_lane(&self) -> bool {
+        self.plan.lanes == 1 && !self.kinds.contains(&NodeKind::Eager)
+    }
+
+    /// Submits a one-lane graph as one command of `q` (see the module).
+    pub(crate) fn submit_on_lane(
+        self: &Arc<Self>,
+        q: &Arc<Queue>,
+        deps: &[Arc<Event>],
+        want_event: bool,
+    ) -> Result<Submitted> {
+        let g = &self.graph;
+        let mut turn = self.turn.lock();
+        let mut waits: Deps = deps.iter().cloned().collect();
+        let mut on_lanes = LanePositions::new();
+        match turn.as_ref() {
+            Some(Last::Own(e)) if !e.known_done() => waits.push(e.clone()),
+            Some(Last::Queue(Submitted::Event(e))) if !e.known_done() => waits.push(e.clone()),
+            Some(Last::Queue(Submitted::Quiet(p))) => on_lanes.push(p.clone()),
+            _ => {}
+        }
+        let buffers = managed::prepare(g, &self.managed, q, &mut waits, Some(&mut on_lanes))?;
+        self.point_accessors(&buffers.bases)?;
+        let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
+        let kernels = self.kernels.lock();
+        let locals = self.locals.lock();
+        let mut launches: Vec<(cl_kernel, &str, &NdRange, bool)> = Vec::new();
+        for (i, n) in g.nodes.iter().enumerate() {
+            if self.kinds[i] != NodeKind::Direct {
+                continue;
+            }
+            match (&n.action, &kernels[i]) {
+                (Action::Kernel { range, .. }, Some(k)) => {
+                    launches.push((k.cl, &k.name, range, locals[i]))
+                }
+                _ => return Err(Error::new(Status::Internal, "direct node without a kernel")),
+            }
+        }
+        let mut keep = vec![Held::Any(Box::new(self.clone()))];
+        if !buffers.prepared.is_empty() {
+            keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
+        }
+        let timing = self.backend == Backend::CommandBuffer && !command_buffers_forced();
+        let started = std::time::Instant::now();
+        let last = launches.len().saturating_sub(1);
+        let done = q.submit_quiet(
+            &waits,
+            &on_lanes,
+            format!("graph {}", g.id),
+            Some(Held::List(keep)),
+            want,
+            |lane, wl, ev| {
+                for (j, &(k, name, range, local)) in launches.iter().enumerate() {
+                    let w: &[cl_event] = if j == 0 { wl } else { &[] };
+                    let e = if j == last { ev } else { std::ptr::null_mut() };
+                    enqueue_ndrange(lane, k, name, range, local, w, e)?;
+                }
+                Ok(())
+            },
+        )?;
+        if timing {
+            let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+            self.chooser.lock().record(false, ns);
+        }
+        q.commit_submitted(&buffers.prepared, &done);
+        *turn = Some(Last::Queue(done.clone()));
+        Ok(done)
+    }
+}
