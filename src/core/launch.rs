@@ -21,6 +21,23 @@ pub struct Limits {
 }
 
 impl NdRange {
+    /// The global offset as a launch passes it: no offset at all rather
+    /// than zeros, as hand-written code passes it (drivers may keep a
+    /// faster path for it).
+    pub fn offset_or_null(&self) -> *const usize {
+        if self.offset.iter().all(|&o| o == 0) {
+            std::ptr::null()
+        } else {
+            self.offset.as_ptr()
+        }
+    }
+
+    /// The work-group size as a launch passes it: null to let the driver
+    /// choose.
+    pub fn local_or_null(&self) -> *const usize {
+        self.local.as_ref().map_or(std::ptr::null(), |l| l.as_ptr())
+    }
+
     /// True when the launch has no work item (a valid no-op).
     pub fn is_empty(&self) -> bool {
         self.global[..self.dims as usize].contains(&0)

@@ -256,18 +256,9 @@ pub(crate) fn enqueue_ndrange(
             q,
             kernel,
             range.dims,
-            // No offset at all rather than zeros, as hand-written code
-            // passes it: drivers may keep a faster path for it.
-            if range.offset.iter().all(|&o| o == 0) {
-                std::ptr::null()
-            } else {
-                range.offset.as_ptr()
-            },
+            range.offset_or_null(),
             range.global.as_ptr(),
-            range
-                .local
-                .as_ref()
-                .map_or(std::ptr::null(), |l| l.as_ptr()),
+            range.local_or_null(),
             wl.len() as cl_uint,
             ptr_or_null(wl),
             ev,

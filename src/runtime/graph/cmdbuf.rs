@@ -169,16 +169,9 @@ pub(crate) fn record(
                 std::ptr::null(),
                 *kernel,
                 range.dims,
-                if range.offset.iter().all(|&o| o == 0) {
-                    std::ptr::null()
-                } else {
-                    range.offset.as_ptr()
-                },
+                range.offset_or_null(),
                 range.global.as_ptr(),
-                range
-                    .local
-                    .as_ref()
-                    .map_or(std::ptr::null(), |l| l.as_ptr()),
+                range.local_or_null(),
                 waits.len() as cl_uint,
                 if waits.is_empty() {
                     std::ptr::null()

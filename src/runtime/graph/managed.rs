@@ -148,14 +148,8 @@ pub(crate) fn prepare(
     let buffers = managed
         .iter()
         .map(|m| {
-            let a = &graph.nodes[m.node].accesses[m.access];
-            a.owner
-                .upgrade()
-                .map(|owner| Buffer {
-                    owner,
-                    view: a.view,
-                    dims: a.dims,
-                })
+            graph.nodes[m.node].accesses[m.access]
+                .buffer()
                 .ok_or_else(|| {
                     Error::new(
                         Status::InvalidOperation,

@@ -68,6 +68,15 @@ impl NodeAccess {
         }
     }
 
+    /// The buffer accessed, while the user holds it.
+    pub fn buffer(&self) -> Option<Buffer> {
+        self.owner.upgrade().map(|owner| Buffer {
+            owner,
+            view: self.view,
+            dims: self.dims,
+        })
+    }
+
     /// Whether this access and `o` must be ordered: the same storage, one
     /// of them writing, and boxes that overlap (or views that differ).
     pub fn conflicts(&self, o: &NodeAccess) -> bool {

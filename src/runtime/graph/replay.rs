@@ -339,22 +339,15 @@ impl ExecGraph {
             .accesses
             .iter()
             .map(|a| {
-                a.owner
-                    .upgrade()
-                    .map(|owner| Buffer {
-                        owner,
-                        view: a.view,
-                        dims: a.dims,
-                    })
-                    .ok_or_else(|| {
-                        Error::new(
-                            Status::InvalidOperation,
-                            format!(
-                                "node {i} of graph {} ({}) accesses a buffer that was released",
-                                self.graph.id, node.what
-                            ),
-                        )
-                    })
+                a.buffer().ok_or_else(|| {
+                    Error::new(
+                        Status::InvalidOperation,
+                        format!(
+                            "node {i} of graph {} ({}) accesses a buffer that was released",
+                            self.graph.id, node.what
+                        ),
+                    )
+                })
             })
             .collect::<Result<Vec<Buffer>>>()?;
         let reqs: SmallVec<[AccessReq<'_>; 4]> = node
