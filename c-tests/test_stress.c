@@ -1,11 +1,11 @@
 /* Concurrency stress: 16 threads submit kernels, USM copies, host tasks,
- * buffer accesses and host accessors to queues they share (one in-order
- * and one out-of-order queue per device) and to queues of their own, on
- * every device at once, for SYRAH_STRESS_SECONDS (default 30). Every
- * private result is checked as it comes; a buffer all threads add to (from
- * kernels on every device, host tasks and host accessors) must end with
- * exactly the sum of what they added. A watchdog fails the test on a
- * deadlock. */
+ * buffer accesses, host accessors and graphs to queues they share (one
+ * in-order and one out-of-order queue per device) and to queues of their
+ * own, on every device at once, for SYRAH_STRESS_SECONDS (default 30).
+ * Every private result is checked as it comes; a buffer all threads add to
+ * (from kernels on every device, host tasks, host accessors and one graph
+ * per device) must end with exactly the sum of what they added. A watchdog
+ * fails the test on a deadlock. */
 #define _POSIX_C_SOURCE 200809L
 #include "testing.h"
 
@@ -23,6 +23,9 @@ typedef struct {
   syrah_context *ctx;
   syrah_queue *in_order, *out_of_order;
   syrah_kernel *add;
+  /* Two kernels adding 2 each to the shared buffer, recorded once. */
+  syrah_graph *graph;
+  syrah_graph_exec *exec;
   bool usm;
 } dev_env;
 
@@ -31,12 +34,12 @@ static size_t ndev = 0;
 static syrah_buffer *shared_buf = NULL;
 static int shared_host[SHARED];
 static double deadline = 0;
-static int op_mask = 0x3f; /* SYRAH_STRESS_OPS: which of the six operations run */
+static int op_mask = 0x7f; /* SYRAH_STRESS_OPS: which of the seven operations run */
 static pthread_mutex_t report = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
   int id;
-  long checks, failures, ops[6];
+  long checks, failures, ops[7];
   long long added; /* added to every element of the shared buffer */
 } worker;
 
@@ -103,7 +106,7 @@ static void *run(void *arg) {
   STRESS_OK(w, syrah_queue_create(e->ctx, e->d, w->id % 2 ? SYRAH_QUEUE_IN_ORDER : 0, NULL, NULL, &own));
   if (e->usm) STRESS_OK(w, syrah_malloc_device(e->ctx, e->d, PRIVATE * sizeof(int), &dev));
   while (own && now() < deadline) {
-    int op = (int)(iter++ % 6), base = w->id * 1000 + (int)(iter % 97);
+    int op = (int)(iter++ % 7), base = w->id * 1000 + (int)(iter % 97);
     if (!(op_mask & (1 << op))) continue;
     syrah_queue *shared_q = iter % 2 ? e->in_order : e->out_of_order;
     int ran = 1;
@@ -214,6 +217,10 @@ static void *run(void *arg) {
         STRESS_OK(w, syrah_event_release(in));
       }
       break;
+    case 6: /* the device's graph (adds 4 to the shared buffer) on a shared queue */
+      STRESS_OK(w, syrah_queue_submit_graph(shared_q, e->exec, NULL, 0, NULL));
+      w->added += 4;
+      break;
     }
     w->ops[op] += ran;
   }
@@ -240,7 +247,7 @@ int main(void) {
   worker workers[THREADS];
   pthread_t threads[THREADS];
   long long total = 0;
-  long ops[6] = {0};
+  long ops[7] = {0};
   size_t i;
   int t, j, wrong = 0;
   syrah_buffer_desc desc;
@@ -275,6 +282,15 @@ int main(void) {
   desc = t_desc1(SHARED, shared_host, SYRAH_HOST_WRITE_BACK);
   EXPECT_OK(syrah_buffer_create(&desc, &shared_buf));
   if (!shared_buf) return t_finish("test_stress");
+  for (i = 0; i < ndev; ++i) {
+    dev_env *e = &devs[i];
+    EXPECT_OK(syrah_queue_begin_recording(e->in_order));
+    EXPECT_OK(t_launch_rw(e->in_order, e->add, shared_buf, SHARED, 2, NULL));
+    EXPECT_OK(t_launch_rw(e->in_order, e->add, shared_buf, SHARED, 2, NULL));
+    EXPECT_OK(syrah_queue_end_recording(e->in_order, &e->graph));
+    if (e->graph) EXPECT_OK(syrah_graph_finalize(e->graph, &e->exec));
+    if (!e->exec) return t_finish("test_stress");
+  }
 
   printf("%d threads over %zu devices for %.0f s\n", THREADS, ndev, seconds);
   fflush(stdout);
@@ -292,11 +308,15 @@ int main(void) {
     t_checks += (int)workers[t].checks;
     t_failures += (int)workers[t].failures;
     total += workers[t].added;
-    for (j = 0; j < 6; ++j) ops[j] += workers[t].ops[j];
+    for (j = 0; j < 7; ++j) ops[j] += workers[t].ops[j];
   }
   for (i = 0; i < ndev; ++i) {
     EXPECT_OK(syrah_queue_wait(devs[i].in_order));
     EXPECT_OK(syrah_queue_wait(devs[i].out_of_order));
+  }
+  for (i = 0; i < ndev; ++i) {
+    EXPECT_OK(syrah_graph_exec_release(devs[i].exec));
+    EXPECT_OK(syrah_graph_release(devs[i].graph));
   }
   EXPECT_OK(syrah_buffer_release(shared_buf));
   for (j = 0; j < SHARED; ++j)
@@ -306,8 +326,8 @@ int main(void) {
     T_FAIL("shared buffer: %d of %d elements are not index + %lld (element 0 holds %d)", wrong, SHARED, total,
            shared_host[0]);
   printf("operations: %ld USM round trips, %ld shared kernels, %ld shared host tasks, %ld shared host accesses, "
-         "%ld private buffers, %ld USM copies with events; shared buffer elements each gained %lld\n",
-         ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], total);
+         "%ld private buffers, %ld USM copies with events, %ld graphs; shared buffer elements each gained %lld\n",
+         ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], total);
   for (i = 0; i < ndev; ++i) {
     EXPECT_OK(syrah_kernel_release(devs[i].add));
     EXPECT_OK(syrah_queue_release(devs[i].in_order));
