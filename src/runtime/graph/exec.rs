@@ -333,6 +333,13 @@ impl ExecGraph {
         Ok(())
     }
 
+    /// Whether submissions are still being timed to choose the back end.
+    pub(crate) fn choosing(&self) -> bool {
+        self.backend == Backend::CommandBuffer
+            && !command_buffers_forced()
+            && self.chooser.lock().decided.is_none()
+    }
+
     /// The back end the next submission uses.
     pub fn current_backend(&self) -> Backend {
         match self.backend {

@@ -6,7 +6,7 @@
 //! of commands without events and the buffers' trackers treat the whole
 //! graph as one launch, and a submission makes no event of its own.
 
-use super::exec::{command_buffers_forced, Backend, ExecGraph, Last};
+use super::exec::{ExecGraph, Last};
 use super::{managed, Action};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::NodeKind;
@@ -62,7 +62,7 @@ impl ExecGraph {
         if !buffers.prepared.is_empty() {
             keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
         }
-        let timing = self.backend == Backend::CommandBuffer && !command_buffers_forced();
+        let timing = self.choosing();
         let started = std::time::Instant::now();
         let last = launches.len().saturating_sub(1);
         let done = q.submit_quiet(

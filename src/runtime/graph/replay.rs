@@ -4,7 +4,7 @@
 //! tracks like any command's.
 
 use super::cmdbuf;
-use super::exec::{args_of, command_buffers_forced, Backend, ExecGraph, Last};
+use super::exec::{args_of, Backend, ExecGraph, Last};
 use super::managed;
 use super::{Action, Node};
 use crate::core::error::{Error, Result, Status};
@@ -109,7 +109,7 @@ impl ExecGraph {
         let ext_cl = q.wait_list(&ext)?;
         let what: Arc<str> = Arc::from(format!("graph {}", g.id));
         let use_buffer = self.current_backend() == Backend::CommandBuffer;
-        let timing = self.backend == Backend::CommandBuffer && !command_buffers_forced();
+        let timing = self.choosing();
         let started = std::time::Instant::now();
         let buffered = if use_buffer {
             self.replay_command_buffer(&ext_cl)?
