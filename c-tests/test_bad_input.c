@@ -644,6 +644,28 @@ static void test_released(const syrah_device *d) {
     BAD(syrah_graph_finalize(g, &x), SYRAH_ERROR_INVALID_HANDLE, "graph");
     BAD(syrah_graph_release(g), SYRAH_ERROR_INVALID_HANDLE, "graph");
   }
+  if (t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    /* A graph whose USM argument was freed since it was recorded. */
+    syrah_graph *g = NULL;
+    syrah_graph_exec *x = NULL;
+    void *m = NULL;
+    int one = 1;
+    syrah_range r = syrah_range_1d(4);
+    syrah_kernel_arg args[2];
+    REQUIRE_OK(syrah_malloc_device(ctx, d, 64, &m));
+    args[0] = syrah_arg_usm(m);
+    args[1] = syrah_arg_value(&one, sizeof one);
+    EXPECT_OK(syrah_queue_begin_recording(q));
+    EXPECT_OK(syrah_queue_launch(q, k, &r, args, 2, NULL, 0, NULL));
+    REQUIRE_OK(syrah_queue_end_recording(q, &g));
+    REQUIRE_OK(syrah_graph_finalize(g, &x));
+    EXPECT_OK(syrah_queue_submit_graph(q, x, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_wait(q));
+    EXPECT_OK(syrah_free(ctx, m));
+    BAD(syrah_queue_submit_graph(q, x, NULL, 0, NULL), SYRAH_ERROR_INVALID_POINTER, "freed since it was recorded");
+    EXPECT_OK(syrah_graph_exec_release(x));
+    EXPECT_OK(syrah_graph_release(g));
+  }
   EXPECT_OK(syrah_host_accessor_release(ha));
   BAD(syrah_host_accessor_release(ha), SYRAH_ERROR_INVALID_HANDLE, "accessor");
   EXPECT_OK(syrah_buffer_release(b));

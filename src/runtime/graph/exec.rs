@@ -352,6 +352,36 @@ impl ExecGraph {
         }
     }
 
+    /// With `SYRAH_VALIDATE=1`: every USM pointer argument of a kernel
+    /// node still lies inside a USM allocation of the graph's context (not
+    /// freed since it was recorded or set).
+    pub fn check_pointers(&self) -> Result<()> {
+        if !crate::runtime::launch::validating() {
+            return Ok(());
+        }
+        for (i, n) in self.graph.nodes.iter().enumerate() {
+            let Action::Kernel { kernel, args, .. } = &n.action else {
+                continue;
+            };
+            for (j, a) in args.lock().iter().enumerate() {
+                if let NodeArg::Usm(p) = *a {
+                    if p != 0 && self.graph.ctx.registry.lock().find(p).is_none() {
+                        return Err(Error::new(
+                            Status::InvalidPointer,
+                            format!(
+                                "argument {j} of node {i} (kernel '{}') of graph {}, USM pointer \
+                                 {p:#x}, is not inside a USM allocation of its context (freed \
+                                 since it was recorded?)",
+                                kernel.name, self.graph.id
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Nodes whose buffers the user released, if any: such a graph cannot
     /// be replayed.
     pub fn released_buffer(&self) -> Option<(usize, &str)> {

@@ -74,6 +74,7 @@ impl ExecGraph {
                 ),
             ));
         }
+        self.check_pointers()?;
         if self.one_lane() && self.current_backend() == Backend::Replay {
             return self.submit_on_lane(q, deps, want_event);
         }
