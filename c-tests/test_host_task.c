@@ -498,10 +498,48 @@ static void test_nested_turns(const syrah_device *d) {
   alarm(0);
 }
 
+static syrah_status task_fill_k(const syrah_host_task_context *ctx, void *user) {
+  int *p = NULL, i, k = *(int *)user;
+  syrah_status st = syrah_host_task_get_pointer(ctx, 0, (void **)&p);
+  if (st != SYRAH_SUCCESS) return st;
+  for (i = 0; i < N; ++i) p[i] = k + i;
+  return SYRAH_SUCCESS;
+}
+
+/* A buffer released right after the queue wait that saw its host task
+ * finish writes its data back before the release returns, every time:
+ * the finished task does not keep the buffer alive on its runtime thread. */
+static void test_release_after_task(const syrah_device *d) {
+  syrah_queue *q = NULL;
+  static int host[N];
+  int round, wrong = 0, i;
+  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  for (round = 0; round < 200; ++round) {
+    syrah_buffer_desc bd = t_desc1(N, host, SYRAH_HOST_WRITE_BACK);
+    syrah_buffer *b = NULL;
+    syrah_accessor a;
+    syrah_host_task t;
+    int k = round * 10;
+    memset(host, 0, sizeof host);
+    REQUIRE_OK(syrah_buffer_create(&bd, &b));
+    a = t_whole(b, SYRAH_ACCESS_DISCARD_WRITE);
+    t.run = task_fill_k;
+    t.user_data = &k;
+    t.release = NULL;
+    EXPECT_OK(syrah_queue_submit_host_tasks(q, &a, 1, &t, 1, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_wait(q));
+    EXPECT_OK(syrah_buffer_release(b));
+    for (i = 0; i < N; ++i) wrong += host[i] != k + i;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_OK(syrah_queue_release(q));
+}
+
 int main(void) {
   t_for_each_device(test_host_tasks);
   t_for_each_device(test_in_order_host_tasks);
   t_for_each_device(test_copies);
   t_for_each_device(test_nested_turns);
+  t_for_each_device(test_release_after_task);
   return t_finish("test_host_task");
 }

@@ -183,7 +183,7 @@ pub unsafe extern "C" fn syrah_host_task_get_native_buffer(
                 c.accessors.len()
             ))
         })?;
-        let (p, usm) = a.buffer.native(&c.queue)?;
+        let (p, usm) = crate::runtime::buffer::native_of(&a.storage, &c.queue)?;
         // SAFETY: both checked non-null.
         unsafe {
             *out_object = p;

@@ -176,8 +176,10 @@ pub fn held_storages<'a>(storages: impl IntoIterator<Item = &'a Arc<Storage>>) -
 
 /// An accessor of a host-task group, prepared on the host.
 pub struct HostPrepared {
+    /// The data; not the user's buffer, whose release (and write-back)
+    /// waits for the task through the buffer's tracker, and must not wait
+    /// for the runtime thread to let go of the finished task.
     pub storage: Arc<Storage>,
-    pub buffer: Arc<Buffer>,
     /// Host pointer to the accessor's first element.
     pub ptr: usize,
     /// Byte offset of the accessor's first element in the buffer.
@@ -222,11 +224,6 @@ impl Queue {
             pending.push((s.clone(), pages, r.mode.writes()));
             slots[i] = Some(HostPrepared {
                 storage: s,
-                buffer: Arc::new(Buffer {
-                    owner: r.buffer.owner.clone(),
-                    view: r.buffer.view,
-                    dims: r.buffer.dims,
-                }),
                 ptr: host + off,
                 offset: off,
             });

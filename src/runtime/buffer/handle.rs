@@ -184,15 +184,7 @@ impl Buffer {
     /// The buffer's allocation on the queue's device as a native object:
     /// a USM pointer (true) or, without USM, its `cl_mem` (false).
     pub fn native(&self, q: &Queue) -> Result<(*mut c_void, bool)> {
-        let s = &self.owner.storage;
-        let mut st = s.state.lock();
-        let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
-        let d = &st.devs[i - 1];
-        Ok(if d.ptr != 0 {
-            (d.ptr as *mut c_void, true)
-        } else {
-            (d.mem.unwrap_or(0) as *mut c_void, false)
-        })
+        native_of(&self.owner.storage, q)
     }
 
     /// The allocation of this buffer on the queue's device (made now if it
@@ -277,4 +269,16 @@ impl Drop for Owner {
         // destination the user named.
         unsafe { copy_host_pages(&g, &st.bits[0], h, dest) };
     }
+}
+
+/// [`Buffer::native`] of the buffer whose data is `s`.
+pub fn native_of(s: &Arc<Storage>, q: &Queue) -> Result<(*mut c_void, bool)> {
+    let mut st = s.state.lock();
+    let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
+    let d = &st.devs[i - 1];
+    Ok(if d.ptr != 0 {
+        (d.ptr as *mut c_void, true)
+    } else {
+        (d.mem.unwrap_or(0) as *mut c_void, false)
+    })
 }

@@ -15,6 +15,7 @@ mod transfer;
 
 pub use access::{held_storages, AccessReq, HostAccessor, HostPrepared, Prepared};
 pub use alloc::views_work;
+pub use handle::native_of;
 pub use storage::{
     Allocator, Buffer, BufferDesc, Deps, Mode, Owner, Ownership, Stats, Storage, Turn,
 };
