@@ -1,17 +1,19 @@
 //! Command graphs: commands recorded once from a queue (`record`), a
 //! finalized graph's replay plan, its private kernels and command-buffers
-//! (`exec`, `cmdbuf`), and its submission to a queue any number of times
-//! (`replay`).
+//! (`exec`, `cmdbuf`), the buffers it manages itself (`managed`), and its
+//! submission to a queue any number of times (`replay`, and `onlane` for
+//! a chain of kernels).
 //!
-//! A node that is a kernel launch with only values, USM pointers and local
-//! memory as arguments is replayed directly: its own kernel object holds
-//! its arguments, set once, and it is enqueued onto one of the graph's own
-//! in-order lanes with the waits worked out at finalize time
-//! (`core::graph`), or all such nodes are recorded into one
-//! `cl_khr_command_buffer` where the device has it. Other nodes (kernels
-//! with accessors, host tasks, USM copies and fills) are replayed through
-//! the queue's ordinary path, so their buffers' pages are checked and moved
-//! at every replay exactly as for a command submitted by hand.
+//! A kernel node is enqueued by the graph itself when its buffers, if it
+//! has any, are used by such nodes only and the device has USM: its own
+//! kernel object holds its arguments, set once; it goes onto one of the
+//! graph's own in-order lanes with the waits worked out at finalize time
+//! (`core::graph`), or a chain of them onto a lane of the queue as one
+//! command, or all of them into a `cl_khr_command_buffer` where the device
+//! has one and that costs less. Other nodes (host tasks, USM copies and
+//! fills, kernels on buffers those use) are replayed through the queue's
+//! ordinary path, so their buffers' pages are checked and moved at every
+//! replay exactly as for a command submitted by hand.
 
 mod cmdbuf;
 mod exec;
