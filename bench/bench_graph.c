@@ -43,6 +43,27 @@ typedef struct {
   long check;
 } run;
 
+/* Issues `n` replays of `per` commands each through `issue(ctx)`, with
+ * `finish(ctx)` waiting for everything: first back to back (wall µs per
+ * command, first issue to the end), then one at a time with each finish
+ * untimed (submit µs per command). */
+static void timed(int n, int per, void (*issue)(void *), void (*finish)(void *), void *ctx, run *out) {
+  double t0, spent = 0;
+  int j;
+  finish(ctx);
+  t0 = now_us();
+  for (j = 0; j < n; ++j) issue(ctx);
+  finish(ctx);
+  out->wall = (now_us() - t0) / ((double)n * per);
+  for (j = 0; j < n; ++j) {
+    t0 = now_us();
+    issue(ctx);
+    spent += now_us() - t0;
+    finish(ctx);
+  }
+  out->submit = spent / ((double)n * per);
+}
+
 /* ---- raw OpenCL ---------------------------------------------------------- */
 
 typedef struct {
@@ -115,79 +136,65 @@ static void raw_read(raw_t *r, raw_mem *m, void *out, size_t bytes) {
   }
 }
 
-static void raw_chain(raw_t *r, run *out) {
-  int host[ELEMS] = {0}, j, i;
+typedef struct {
+  raw_t *r;
+  raw_mem a, b;
+} raw_job;
+
+static void raw_finish(void *p) { CL_OK(clFinish(((raw_job *)p)->r->q)); }
+
+static void raw_chain_issue(void *p) {
+  raw_job *x = (raw_job *)p;
   size_t g = ELEMS;
-  raw_mem m = raw_alloc(r, sizeof host, host);
-  double t0, t1;
-  double spent = 0;
-  int burst;
-  CL_OK(clFinish(r->q));
-  for (burst = 0; burst < 2; ++burst) {
-    t0 = now_us();
-    for (j = 0; j < replays; ++j) {
-      for (i = 0; i < CHAIN; ++i) {
-        raw_arg(r->inc, 0, &m);
-        CL_OK(clEnqueueNDRangeKernel(r->q, r->inc, 1, NULL, &g, NULL, 0, NULL, NULL));
-      }
-      CL_OK(clFlush(r->q));
-      if (burst) {
-        t1 = now_us();
-        spent += t1 - t0;
-        CL_OK(clFinish(r->q));
-        t0 = now_us();
-      }
-    }
-    CL_OK(clFinish(r->q));
-    if (!burst) out->wall = (now_us() - t0) / ((double)replays * CHAIN);
+  int i;
+  for (i = 0; i < CHAIN; ++i) {
+    raw_arg(x->r->inc, 0, &x->a);
+    CL_OK(clEnqueueNDRangeKernel(x->r->q, x->r->inc, 1, NULL, &g, NULL, 0, NULL, NULL));
   }
-  out->submit = spent / ((double)replays * CHAIN);
-  raw_read(r, &m, host, sizeof host);
+  CL_OK(clFlush(x->r->q));
+}
+
+static void raw_chain(raw_t *r, run *out) {
+  int host[ELEMS] = {0};
+  raw_job x;
+  x.r = r;
+  x.a = raw_alloc(r, sizeof host, host);
+  timed(replays, CHAIN, raw_chain_issue, raw_finish, &x, out);
+  raw_read(r, &x.a, host, sizeof host);
   out->check = host[0] + host[ELEMS - 1];
 }
 
 static int grid0[W * W];
 
+/* sweep(s -> d), then border(d). */
+static void raw_half_step(raw_t *r, raw_mem *s, raw_mem *d) {
+  size_t inner[2] = {W - 2, W - 2}, edge = W;
+  int w = W;
+  raw_arg(r->sweep, 0, s);
+  raw_arg(r->sweep, 1, d);
+  CL_OK(clSetKernelArg(r->sweep, 2, sizeof w, &w));
+  CL_OK(clEnqueueNDRangeKernel(r->q, r->sweep, 2, NULL, inner, NULL, 0, NULL, NULL));
+  raw_arg(r->border, 0, d);
+  CL_OK(clSetKernelArg(r->border, 1, sizeof w, &w));
+  CL_OK(clEnqueueNDRangeKernel(r->q, r->border, 1, NULL, &edge, NULL, 0, NULL, NULL));
+}
+
+static void raw_stencil_issue(void *p) {
+  raw_job *x = (raw_job *)p;
+  raw_half_step(x->r, &x->a, &x->b);
+  raw_half_step(x->r, &x->b, &x->a);
+  CL_OK(clFlush(x->r->q));
+}
+
 static void raw_stencil(raw_t *r, run *out) {
   static int host[W * W];
-  raw_mem a = raw_alloc(r, sizeof grid0, grid0), b = raw_alloc(r, sizeof grid0, grid0);
-  size_t inner[2] = {W - 2, W - 2}, edge = W;
-  int w = W, j;
-  double t0, t1;
-  double spent = 0;
-  int burst;
-  CL_OK(clFinish(r->q));
-  for (burst = 0; burst < 2; ++burst) {
-    t0 = now_us();
-    for (j = 0; j < steps; ++j) {
-      raw_arg(r->sweep, 0, &a);
-      raw_arg(r->sweep, 1, &b);
-      CL_OK(clSetKernelArg(r->sweep, 2, sizeof w, &w));
-      CL_OK(clEnqueueNDRangeKernel(r->q, r->sweep, 2, NULL, inner, NULL, 0, NULL, NULL));
-      raw_arg(r->border, 0, &b);
-      CL_OK(clSetKernelArg(r->border, 1, sizeof w, &w));
-      CL_OK(clEnqueueNDRangeKernel(r->q, r->border, 1, NULL, &edge, NULL, 0, NULL, NULL));
-      raw_arg(r->sweep, 0, &b);
-      raw_arg(r->sweep, 1, &a);
-      CL_OK(clSetKernelArg(r->sweep, 2, sizeof w, &w));
-      CL_OK(clEnqueueNDRangeKernel(r->q, r->sweep, 2, NULL, inner, NULL, 0, NULL, NULL));
-      raw_arg(r->border, 0, &a);
-      CL_OK(clSetKernelArg(r->border, 1, sizeof w, &w));
-      CL_OK(clEnqueueNDRangeKernel(r->q, r->border, 1, NULL, &edge, NULL, 0, NULL, NULL));
-      CL_OK(clFlush(r->q));
-      if (burst) {
-        t1 = now_us();
-        spent += t1 - t0;
-        CL_OK(clFinish(r->q));
-        t0 = now_us();
-      }
-    }
-    CL_OK(clFinish(r->q));
-    if (!burst) out->wall = (now_us() - t0) / ((double)steps * 4);
-  }
-  out->submit = spent / ((double)steps * 4);
-  raw_read(r, &b, host, sizeof host);
-  raw_read(r, &a, host, sizeof host);
+  raw_job x;
+  x.r = r;
+  x.a = raw_alloc(r, sizeof grid0, grid0);
+  x.b = raw_alloc(r, sizeof grid0, grid0);
+  timed(steps, 4, raw_stencil_issue, raw_finish, &x, out);
+  raw_read(r, &x.b, host, sizeof host);
+  raw_read(r, &x.a, host, sizeof host);
   out->check = (long)host[W + 1] + host[(W / 2) * W + W / 2] + host[(W - 2) * W + W - 2];
 }
 
@@ -247,103 +254,84 @@ static void sy_stencil_cmds(sy_t *s, int *a, int *b) {
   SY_OK(syrah_queue_launch(s->q, s->border, &edge, args, 2, NULL, 0, NULL));
 }
 
+/* What a Syrah replay issues: the recorded graph when `x` is set, else
+ * the same launches eagerly. */
+typedef struct {
+  sy_t *s;
+  syrah_graph_exec *x;
+  int *a, *b;
+} sy_job;
+
+static void sy_finish(void *p) { SY_OK(syrah_queue_wait(((sy_job *)p)->s->q)); }
+
+static void sy_chain_issue(void *p) {
+  sy_job *j = (sy_job *)p;
+  if (j->x)
+    SY_OK(syrah_queue_submit_graph(j->s->q, j->x, NULL, 0, NULL));
+  else
+    sy_chain_cmds(j->s, j->a);
+}
+
+static void sy_stencil_issue(void *p) {
+  sy_job *j = (sy_job *)p;
+  if (j->x)
+    SY_OK(syrah_queue_submit_graph(j->s->q, j->x, NULL, 0, NULL));
+  else
+    sy_stencil_cmds(j->s, j->a, j->b);
+}
+
+/* Records what `issue` submits once, as a graph. */
+static syrah_graph_exec *record(sy_job *j, void (*issue)(void *), syrah_graph **g) {
+  syrah_graph_exec *x = NULL;
+  SY_OK(syrah_queue_begin_recording(j->s->q));
+  issue(j);
+  SY_OK(syrah_queue_end_recording(j->s->q, g));
+  SY_OK(syrah_graph_finalize(*g, &x));
+  return x;
+}
+
+/* The back end a graph kept after its first submissions timed both, and
+ * the graph released. */
+static void done_with(syrah_graph_exec *x, syrah_graph *g, int *backend) {
+  syrah_graph_backend kept = 0;
+  SY_OK(syrah_graph_exec_get_backend(x, &kept));
+  *backend = (int)kept;
+  SY_OK(syrah_graph_exec_release(x));
+  SY_OK(syrah_graph_release(g));
+}
+
 /* `graph`: record once and submit per replay; else issue eagerly. */
 static void sy_chain(sy_t *s, int graph, run *out, int *backend) {
-  int host[ELEMS] = {0}, j, *p = NULL;
+  int host[ELEMS] = {0};
   syrah_graph *g = NULL;
-  syrah_graph_exec *x = NULL;
-  double t0, t1, spent = 0;
-  int burst;
-  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&p));
-  SY_OK(syrah_queue_memcpy(s->q, p, host, sizeof host, NULL, 0, NULL));
-  if (graph) {
-    SY_OK(syrah_queue_begin_recording(s->q));
-    sy_chain_cmds(s, p);
-    SY_OK(syrah_queue_end_recording(s->q, &g));
-    SY_OK(syrah_graph_finalize(g, &x));
-  }
-  SY_OK(syrah_queue_wait(s->q));
-  for (burst = 0; burst < 2; ++burst) {
-    t0 = now_us();
-    for (j = 0; j < replays; ++j) {
-      if (graph)
-        SY_OK(syrah_queue_submit_graph(s->q, x, NULL, 0, NULL));
-      else
-        sy_chain_cmds(s, p);
-      if (burst) {
-        t1 = now_us();
-        spent += t1 - t0;
-        SY_OK(syrah_queue_wait(s->q));
-        t0 = now_us();
-      }
-    }
-    SY_OK(syrah_queue_wait(s->q));
-    if (!burst) out->wall = (now_us() - t0) / ((double)replays * CHAIN);
-  }
-  out->submit = spent / ((double)replays * CHAIN);
-  SY_OK(syrah_queue_memcpy(s->q, host, p, sizeof host, NULL, 0, NULL));
+  sy_job j = {s, NULL, NULL, NULL};
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&j.a));
+  SY_OK(syrah_queue_memcpy(s->q, j.a, host, sizeof host, NULL, 0, NULL));
+  if (graph) j.x = record(&j, sy_chain_issue, &g);
+  timed(replays, CHAIN, sy_chain_issue, sy_finish, &j, out);
+  SY_OK(syrah_queue_memcpy(s->q, host, j.a, sizeof host, NULL, 0, NULL));
   SY_OK(syrah_queue_wait(s->q));
   out->check = host[0] + host[ELEMS - 1];
-  if (graph) {
-    /* The back end kept after the first submissions timed both. */
-    syrah_graph_backend kept = 0;
-    SY_OK(syrah_graph_exec_get_backend(x, &kept));
-    *backend = (int)kept;
-    SY_OK(syrah_graph_exec_release(x));
-    SY_OK(syrah_graph_release(g));
-  }
-  SY_OK(syrah_free(s->ctx, p));
+  if (graph) done_with(j.x, g, backend);
+  SY_OK(syrah_free(s->ctx, j.a));
 }
 
 static void sy_stencil(sy_t *s, int graph, run *out, int *backend) {
   static int host[W * W];
-  int *a = NULL, *b = NULL, j;
   syrah_graph *g = NULL;
-  syrah_graph_exec *x = NULL;
-  double t0, t1, spent = 0;
-  int burst;
-  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&a));
-  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&b));
-  SY_OK(syrah_queue_memcpy(s->q, a, grid0, sizeof grid0, NULL, 0, NULL));
-  SY_OK(syrah_queue_memcpy(s->q, b, grid0, sizeof grid0, NULL, 0, NULL));
-  if (graph) {
-    SY_OK(syrah_queue_begin_recording(s->q));
-    sy_stencil_cmds(s, a, b);
-    SY_OK(syrah_queue_end_recording(s->q, &g));
-    SY_OK(syrah_graph_finalize(g, &x));
-  }
-  SY_OK(syrah_queue_wait(s->q));
-  for (burst = 0; burst < 2; ++burst) {
-    t0 = now_us();
-    for (j = 0; j < steps; ++j) {
-      if (graph)
-        SY_OK(syrah_queue_submit_graph(s->q, x, NULL, 0, NULL));
-      else
-        sy_stencil_cmds(s, a, b);
-      if (burst) {
-        t1 = now_us();
-        spent += t1 - t0;
-        SY_OK(syrah_queue_wait(s->q));
-        t0 = now_us();
-      }
-    }
-    SY_OK(syrah_queue_wait(s->q));
-    if (!burst) out->wall = (now_us() - t0) / ((double)steps * 4);
-  }
-  out->submit = spent / ((double)steps * 4);
-  SY_OK(syrah_queue_memcpy(s->q, host, a, sizeof host, NULL, 0, NULL));
+  sy_job j = {s, NULL, NULL, NULL};
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&j.a));
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&j.b));
+  SY_OK(syrah_queue_memcpy(s->q, j.a, grid0, sizeof grid0, NULL, 0, NULL));
+  SY_OK(syrah_queue_memcpy(s->q, j.b, grid0, sizeof grid0, NULL, 0, NULL));
+  if (graph) j.x = record(&j, sy_stencil_issue, &g);
+  timed(steps, 4, sy_stencil_issue, sy_finish, &j, out);
+  SY_OK(syrah_queue_memcpy(s->q, host, j.a, sizeof host, NULL, 0, NULL));
   SY_OK(syrah_queue_wait(s->q));
   out->check = (long)host[W + 1] + host[(W / 2) * W + W / 2] + host[(W - 2) * W + W - 2];
-  if (graph) {
-    /* The back end kept after the first submissions timed both. */
-    syrah_graph_backend kept = 0;
-    SY_OK(syrah_graph_exec_get_backend(x, &kept));
-    *backend = (int)kept;
-    SY_OK(syrah_graph_exec_release(x));
-    SY_OK(syrah_graph_release(g));
-  }
-  SY_OK(syrah_free(s->ctx, a));
-  SY_OK(syrah_free(s->ctx, b));
+  if (graph) done_with(j.x, g, backend);
+  SY_OK(syrah_free(s->ctx, j.a));
+  SY_OK(syrah_free(s->ctx, j.b));
 }
 
 static double med_of(const run *v, int n, int wall) {
