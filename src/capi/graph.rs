@@ -165,11 +165,6 @@ pub(crate) unsafe fn record_kernel(
     }
 }
 
-/// The recording `queue` is in, for the other C API files.
-pub(crate) fn recording(q: &Queue) -> Option<Arc<Recording>> {
-    recording_of(q)
-}
-
 /// Starts recording a graph from `queue`: until
 /// `syrah_queue_end_recording`, kernels, host tasks, USM copies, fills,
 /// prefetches and advice, and barriers submitted to it become the graph's

@@ -76,7 +76,7 @@ pub unsafe extern "C" fn syrah_queue_submit_host_tasks(
         let mut buffers = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
         let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
-        if let Some(rec) = super::graph::recording(&q) {
+        if let Some(rec) = crate::runtime::graph::recording_of(&q) {
             if list.is_empty() {
                 return Err(Error::invalid(
                     "a host-task group needs at least one task (0 given)",

@@ -139,7 +139,7 @@ pub unsafe extern "C" fn syrah_queue_barrier(
     guard(|| {
         // SAFETY: forwarded contract.
         let q = unsafe { borrow(queue, "queue") }?;
-        if let Some(rec) = super::graph::recording(q) {
+        if let Some(rec) = crate::runtime::graph::recording_of(q) {
             // SAFETY: forwarded contract.
             return unsafe {
                 super::graph::record(
@@ -327,7 +327,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
-        if let Some(rec) = super::graph::recording(q) {
+        if let Some(rec) = crate::runtime::graph::recording_of(q) {
             let mut buffers = SmallVec::new();
             // SAFETY: forwarded contract.
             let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;

@@ -283,7 +283,7 @@ unsafe fn queue_op_quiet(
 ) -> Result<()> {
     // SAFETY: forwarded contract.
     let q = unsafe { borrow(queue, "queue") }?;
-    if let Some(rec) = super::graph::recording(q) {
+    if let Some(rec) = crate::runtime::graph::recording_of(q) {
         let (action, what) = node();
         // SAFETY: forwarded contract.
         return unsafe {
