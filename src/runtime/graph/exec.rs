@@ -76,6 +76,11 @@ pub struct ExecGraph {
     /// The node whose event is the graph's end, when the graph is one lane
     /// of direct nodes (no end marker is needed then).
     pub(crate) single_end: Option<usize>,
+    /// The graph is a chain of kernels it enqueues itself (one lane, no
+    /// node through the queue): see `onlane`.
+    pub(crate) one_lane: bool,
+    /// "graph N", for the queue's records and messages.
+    pub(crate) what: Arc<str>,
     pub(crate) pool: Mutex<Pool>,
     /// Held for a whole submission (one replay at a time) and for argument
     /// updates; holds the end event of the last submission, which the next
@@ -167,8 +172,11 @@ impl ExecGraph {
             [e] if plan.lanes == 1 && !kinds.contains(&NodeKind::Eager) => Some(e),
             _ => None,
         };
+        let one_lane = plan.lanes == 1 && !kinds.contains(&NodeKind::Eager);
         let mut exec = ExecGraph {
             single_end,
+            one_lane,
+            what: Arc::from(format!("graph {}", graph.id)),
             managed,
             bases: Mutex::new(Vec::new()),
             accessing: (0..graph.nodes.len())

@@ -10,8 +10,6 @@ use super::exec::{ExecGraph, Last};
 use super::{managed, Action};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::NodeKind;
-use crate::core::launch::NdRange;
-use crate::opencl::ffi::*;
 use crate::runtime::buffer::{held_storages, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::launch::enqueue_ndrange;
@@ -19,11 +17,6 @@ use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
 use std::sync::Arc;
 
 impl ExecGraph {
-    /// Whether the graph is a chain of kernels it enqueues itself.
-    pub(crate) fn one_lane(&self) -> bool {
-        self.plan.lanes == 1 && !self.kinds.contains(&NodeKind::Eager)
-    }
-
     /// Submits a one-lane graph as one command of `q` (see the module).
     pub(crate) fn submit_on_lane(
         self: &Arc<Self>,
@@ -46,36 +39,36 @@ impl ExecGraph {
         let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
         let kernels = self.kernels.lock();
         let locals = self.locals.lock();
-        let mut launches: Vec<(cl_kernel, &str, &NdRange, bool)> = Vec::new();
-        for (i, n) in g.nodes.iter().enumerate() {
-            if self.kinds[i] != NodeKind::Direct {
-                continue;
-            }
-            match (&n.action, &kernels[i]) {
-                (Action::Kernel { range, .. }, Some(k)) => {
-                    launches.push((k.cl, &k.name, range, locals[i]))
-                }
-                _ => return Err(Error::new(Status::Internal, "direct node without a kernel")),
-            }
-        }
         let mut keep = vec![Held::Any(Box::new(self.clone()))];
         if !buffers.prepared.is_empty() {
             keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
         }
         let timing = self.choosing();
         let started = std::time::Instant::now();
-        let last = launches.len().saturating_sub(1);
         let done = q.submit_quiet(
             &waits,
             &on_lanes,
-            format!("graph {}", g.id),
+            self.what.clone(),
             Some(Held::List(keep)),
             want,
             |lane, wl, ev| {
-                for (j, &(k, name, range, local)) in launches.iter().enumerate() {
-                    let w: &[cl_event] = if j == 0 { wl } else { &[] };
-                    let e = if j == last { ev } else { std::ptr::null_mut() };
-                    enqueue_ndrange(lane, k, name, range, local, w, e)?;
+                // The first kernel waits for what the submission waits for;
+                // the last (the graph's one end) gives the event.
+                let mut w = wl;
+                for (i, n) in g.nodes.iter().enumerate() {
+                    if self.kinds[i] != NodeKind::Direct {
+                        continue;
+                    }
+                    let (Action::Kernel { range, .. }, Some(k)) = (&n.action, &kernels[i]) else {
+                        return Err(Error::new(Status::Internal, "direct node without a kernel"));
+                    };
+                    let e = if self.single_end == Some(i) {
+                        ev
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    enqueue_ndrange(lane, k.cl, &k.name, range, locals[i], w, e)?;
+                    w = &[];
                 }
                 Ok(())
             },

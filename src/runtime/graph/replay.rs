@@ -75,7 +75,7 @@ impl ExecGraph {
             ));
         }
         self.check_pointers()?;
-        if self.one_lane() && self.current_backend() == Backend::Replay {
+        if self.one_lane && self.current_backend() == Backend::Replay {
             return self.submit_on_lane(q, deps, want_event);
         }
         let mut turn = self.turn.lock();
@@ -108,7 +108,6 @@ impl ExecGraph {
         };
         ext.retain(|e| !e.known_done() && !prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, e)));
         let ext_cl = q.wait_list(&ext)?;
-        let what: Arc<str> = Arc::from(format!("graph {}", g.id));
         let use_buffer = self.current_backend() == Backend::CommandBuffer;
         let timing = self.choosing();
         let started = std::time::Instant::now();
@@ -132,7 +131,14 @@ impl ExecGraph {
             self.chooser.lock().record(use_buffer, ns);
         }
         failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
-        let end = Event::new(cl, g.ctx.id, what, false, failures, Weak::<()>::new());
+        let end = Event::new(
+            cl,
+            g.ctx.id,
+            self.what.clone(),
+            false,
+            failures,
+            Weak::<()>::new(),
+        );
         if buffered.is_some() {
             self.pool.lock().ran_last(end.clone());
         }
@@ -174,33 +180,34 @@ impl ExecGraph {
                     "command-buffer back end without entry points",
                 )
             })?;
-        let nodes: Vec<PlanNode> = self
-            .graph
-            .nodes
-            .iter()
-            .zip(&self.kinds)
-            .map(|(n, &kind)| PlanNode {
-                kind,
-                deps: n.deps.clone(),
-            })
-            .collect();
         let kernels = self.kernels.lock();
-        let launches: Vec<Option<(cl_kernel, &NdRange)>> = self
-            .graph
-            .nodes
-            .iter()
-            .zip(kernels.iter())
-            .map(|(n, k)| match (&n.action, k) {
-                (Action::Kernel { range, .. }, Some(k)) => Some((k.cl, range)),
-                _ => None,
-            })
-            .collect();
         let sim = self.graph.device.command_buffer_simultaneous;
-        let mut pool = self.pool.lock();
-        let Some((i, pending)) = pool.take(fns, sim, || {
+        // What a new copy records: built only when one is recorded.
+        let record = || {
+            let nodes: Vec<PlanNode> = self
+                .graph
+                .nodes
+                .iter()
+                .zip(&self.kinds)
+                .map(|(n, &kind)| PlanNode {
+                    kind,
+                    deps: n.deps.clone(),
+                })
+                .collect();
+            let launches: Vec<Option<(cl_kernel, &NdRange)>> = self
+                .graph
+                .nodes
+                .iter()
+                .zip(kernels.iter())
+                .map(|(n, k)| match (&n.action, k) {
+                    (Action::Kernel { range, .. }, Some(k)) => Some((k.cl, range)),
+                    _ => None,
+                })
+                .collect();
             cmdbuf::record(fns, sim, self.lanes[0], &nodes, &launches)
-        })?
-        else {
+        };
+        let mut pool = self.pool.lock();
+        let Some((i, pending)) = pool.take(fns, sim, record)? else {
             return Ok(None);
         };
         let mut ev: cl_event = std::ptr::null_mut();
