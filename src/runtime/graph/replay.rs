@@ -75,7 +75,8 @@ impl ExecGraph {
             ));
         }
         self.check_pointers()?;
-        if self.one_lane && self.current_backend() == Backend::Replay {
+        let use_buffer = self.current_backend() == Backend::CommandBuffer;
+        if self.one_lane && !use_buffer {
             return self.submit_on_lane(q, deps, want_event);
         }
         let mut turn = self.turn.lock();
@@ -108,7 +109,6 @@ impl ExecGraph {
         };
         ext.retain(|e| !e.known_done() && !prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, e)));
         let ext_cl = q.wait_list(&ext)?;
-        let use_buffer = self.current_backend() == Backend::CommandBuffer;
         let timing = self.choosing();
         let started = std::time::Instant::now();
         let buffered = if use_buffer {
