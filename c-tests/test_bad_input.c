@@ -418,6 +418,7 @@ static void test_graph_input(const syrah_device *d, const syrah_queue *q, const 
   syrah_graph_exec *x = NULL;
   syrah_queue *other = NULL;
   syrah_graph_backend b = 0;
+  syrah_graph_exec_stats st;
   size_t n = 0;
   bool rec = true;
   int v = 1;
@@ -442,6 +443,7 @@ static void test_graph_input(const syrah_device *d, const syrah_queue *q, const 
   BAD(syrah_graph_exec_release(NULL), NUL, "exec");
   BAD(syrah_graph_exec_get_backend(NULL, &b), NUL, "exec");
   BAD(syrah_graph_exec_set_arg(NULL, 0, 0, &arg), NUL, "exec");
+  BAD(syrah_graph_exec_get_stats(NULL, &st), NUL, "exec");
   BAD(syrah_device_get_graph_backend(NULL, &b), NUL, "device");
   BAD(syrah_device_get_graph_backend(d, NULL), NUL, "out_backend");
   BAD(syrah_queue_submit_graph(NULL, NULL, NULL, 0, NULL), NUL, "queue");
@@ -464,6 +466,7 @@ static void test_graph_input(const syrah_device *d, const syrah_queue *q, const 
   BAD(syrah_graph_finalize(g, NULL), NUL, "out_exec");
   REQUIRE_OK(syrah_graph_finalize(g, &x));
   BAD(syrah_graph_exec_get_backend(x, NULL), NUL, "out_backend");
+  BAD(syrah_graph_exec_get_stats(x, NULL), NUL, "out_stats");
   BAD(syrah_graph_exec_set_arg(x, 0, 0, NULL), NUL, "arg");
   BAD(syrah_graph_exec_set_arg(x, 5, 0, &arg), INV, "node 5 is out of range: the graph has 1 nodes");
   BAD(syrah_graph_exec_set_arg(x, 0, 0, &arg), INV, "node 0 is a barrier, not a kernel launch");
@@ -476,6 +479,9 @@ static void test_graph_input(const syrah_device *d, const syrah_queue *q, const 
   }
   EXPECT_OK(syrah_queue_submit_graph(q, x, NULL, 0, NULL));
   EXPECT_OK(syrah_queue_wait(q));
+  /* The refused submissions are not counted. */
+  EXPECT_OK(syrah_graph_exec_get_stats(x, &st));
+  EXPECT_EQ(st.submissions, 1);
   EXPECT_OK(syrah_graph_exec_release(x));
   EXPECT_OK(syrah_graph_release(g));
 }

@@ -298,6 +298,8 @@ static void graphs(const syrah::device &dev) {
     EXPECT(x.backend() == syrah::graph_backend::replay);
     for (int i = 0; i < 4; ++i) q.submit(x);
     q.wait();
+    syrah_graph_exec_stats st = x.stats();
+    EXPECT(st.submissions == 4 && st.command_buffer_recordings == 0 && st.command_buffer_updates == 0);
   }
   // (((((1 + 2) * 3) + 2) * 3 + 2) * 3 + 2) * 3 = 321
   EXPECT(a[0] == 321 && a[N - 1] == 321);

@@ -245,6 +245,29 @@ typedef uint32_t syrah_profiling_info;
 typedef uint32_t syrah_graph_backend;
 
 /*
+ What a finalized graph's submissions did so far
+ (`syrah_graph_exec_get_stats`).
+ */
+typedef struct {
+  /*
+   Submissions made.
+   */
+  uint64_t submissions;
+  /*
+   Command-buffers recorded: one per copy a submission needed (a copy
+   still pending is not enqueued again on every driver), and copies
+   recorded again after an argument update they could not take in
+   place.
+   */
+  uint64_t command_buffer_recordings;
+  /*
+   Argument updates applied in place to recorded command-buffers
+   (one per copy updated; see `SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE`).
+   */
+  uint64_t command_buffer_updates;
+} syrah_graph_exec_stats;
+
+/*
  Kinds of kernel argument.
  */
 typedef uint32_t syrah_arg_kind;
@@ -560,6 +583,14 @@ typedef uint32_t syrah_usm_strategy;
  rectangular copy per box; 0 when they use one copy per contiguous run.
  */
 #define SYRAH_DEVICE_INFO_BUFFER_RECT_COPIES 115
+
+/*
+ 1 when kernel-argument updates of a graph using command-buffers on this
+ device are applied to its recorded command-buffers in place
+ (`cl_khr_command_buffer_mutable_dispatch`); 0 when they are recorded
+ again at the next submission.
+ */
+#define SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE 116
 
 #define SYRAH_USM_STRATEGY_NONE 0
 
@@ -1138,6 +1169,12 @@ syrah_status syrah_graph_exec_release(const syrah_graph_exec *exec);
  */
 syrah_status syrah_graph_exec_get_backend(const syrah_graph_exec *exec,
                                           syrah_graph_backend *out_backend);
+
+/*
+ Reads what `exec`'s submissions did so far.
+ */
+syrah_status syrah_graph_exec_get_stats(const syrah_graph_exec *exec,
+                                        syrah_graph_exec_stats *out_stats);
 
 /*
  The back ends graphs of kernels only can use on `device`:

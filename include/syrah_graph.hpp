@@ -31,6 +31,12 @@ class executable_graph {
     check(syrah_graph_exec_get_backend(h_.get(), &b));
     return static_cast<graph_backend>(b);
   }
+  /// Submissions made, command-buffers recorded and updates applied in place.
+  syrah_graph_exec_stats stats() const {
+    syrah_graph_exec_stats s{};
+    check(syrah_graph_exec_get_stats(h_.get(), &s));
+    return s;
+  }
   syrah_graph_exec *get() const noexcept { return h_.get(); }
 
  private:

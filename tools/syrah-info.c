@@ -91,10 +91,16 @@ int main(void) {
       printf("\n");
       {
         syrah_graph_backend gb = 0;
+        uint64_t in_place = 0;
         if (syrah_device_get_graph_backend(devices[d], &gb) == SYRAH_SUCCESS)
-          printf("    %-22s %s\n", "graphs",
+          printf("    %-22s %s%s\n", "graphs",
                  gb == SYRAH_GRAPH_BACKEND_COMMAND_BUFFER ? "command-buffers (cl_khr_command_buffer)"
-                                                           : "planned replay");
+                                                           : "planned replay",
+                 syrah_device_get_info_u64(devices[d], SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE, &in_place) ==
+                             SYRAH_SUCCESS &&
+                         in_place
+                     ? ", argument updates in place (mutable dispatch)"
+                     : "");
       }
     }
     free(devices);

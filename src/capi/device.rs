@@ -243,6 +243,7 @@ pub unsafe extern "C" fn syrah_device_get_info_u64(
                     u64::from(crate::runtime::buffer::views_work(&ctx, d))
                 }
             }
+            SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE => u64::from(d.command_buffer_mutable),
             other if other < 100 => {
                 return Err(Error::invalid(format!(
                     "device info {other} is a string: use syrah_device_get_info_string"

@@ -307,6 +307,44 @@ pub unsafe extern "C" fn syrah_graph_exec_get_backend(
     })
 }
 
+/// What a finalized graph's submissions did so far
+/// (`syrah_graph_exec_get_stats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct syrah_graph_exec_stats {
+    /// Submissions made.
+    pub submissions: u64,
+    /// Command-buffers recorded: one per copy a submission needed (a copy
+    /// still pending is not enqueued again on every driver), and copies
+    /// recorded again after an argument update they could not take in
+    /// place.
+    pub command_buffer_recordings: u64,
+    /// Argument updates applied in place to recorded command-buffers
+    /// (one per copy updated; see `SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE`).
+    pub command_buffer_updates: u64,
+}
+
+/// Reads what `exec`'s submissions did so far.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_graph_exec_get_stats(
+    exec: *const ExecGraph,
+    out_stats: *mut syrah_graph_exec_stats,
+) -> syrah_status {
+    guard(|| {
+        super::need(out_stats, "out_stats")?;
+        // SAFETY: forwarded contract.
+        let e = unsafe { borrow(exec, "exec") }?;
+        let s = e.stats();
+        let v = syrah_graph_exec_stats {
+            submissions: s.submissions,
+            command_buffer_recordings: s.command_buffer_recordings,
+            command_buffer_updates: s.command_buffer_updates,
+        };
+        // SAFETY: checked non-null.
+        unsafe { out(out_stats, v, "out_stats") }
+    })
+}
+
 /// The back ends graphs of kernels only can use on `device`:
 /// `SYRAH_GRAPH_BACKEND_COMMAND_BUFFER` where it has
 /// `cl_khr_command_buffer` (unless `SYRAH_COMMAND_BUFFER=off`; such graphs

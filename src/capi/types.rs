@@ -121,6 +121,11 @@ pub const SYRAH_DEVICE_INFO_PROFILING: syrah_device_info = 114;
 /// 1 when buffer transfers of 2D/3D boxes on this device use one
 /// rectangular copy per box; 0 when they use one copy per contiguous run.
 pub const SYRAH_DEVICE_INFO_BUFFER_RECT_COPIES: syrah_device_info = 115;
+/// 1 when kernel-argument updates of a graph using command-buffers on this
+/// device are applied to its recorded command-buffers in place
+/// (`cl_khr_command_buffer_mutable_dispatch`); 0 when they are recorded
+/// again at the next submission.
+pub const SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE: syrah_device_info = 116;
 
 /// How a device provides USM.
 pub type syrah_usm_strategy = u32;

@@ -8,6 +8,8 @@ use crate::opencl::cmdbuf::{
     CommandBuffers, CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR,
     CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR,
     CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
+    CL_DEVICE_MUTABLE_DISPATCH_CAPABILITIES_KHR, CL_MUTABLE_DISPATCH_ARGUMENTS_KHR,
+    MUTABLE_DISPATCH_ARRAY_VERSION,
 };
 use crate::opencl::ffi::*;
 use crate::opencl::info;
@@ -61,6 +63,10 @@ pub struct Device {
     /// Its command-buffers may be made for simultaneous use (enqueued
     /// again while pending).
     pub command_buffer_simultaneous: bool,
+    /// Its command-buffers' kernel arguments can be updated in place
+    /// (`cl_khr_command_buffer_mutable_dispatch` 0.9.2 or later, with
+    /// argument updates among its capabilities).
+    pub command_buffer_mutable: bool,
     pub strategy: UsmStrategy,
     pub usm: UsmSupport,
     /// Whether large copies with ordinary host memory go through pinned
@@ -213,7 +219,13 @@ fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform
     };
     let mut devices = Vec::new();
     for d in dev_ids {
-        let fns = (intel_usm.is_some(), command_buffers.is_some());
+        let fns = (
+            intel_usm.is_some(),
+            command_buffers.is_some(),
+            command_buffers
+                .as_ref()
+                .is_some_and(|c| c.clUpdateMutableCommandsKHR.is_some()),
+        );
         if let Ok(dev) = load_device(api, d, index, devices.len(), fns) {
             devices.push(dev);
         }
@@ -240,7 +252,7 @@ fn load_device(
     id: cl_device_id,
     platform_index: usize,
     index: usize,
-    (intel_fns, command_buffer_fns): (bool, bool),
+    (intel_fns, command_buffer_fns, update_fn): (bool, bool, bool),
 ) -> Result<Device> {
     let ty: cl_device_type = info::device_scalar(api, id, CL_DEVICE_TYPE)?;
     let kind = if ty & CL_DEVICE_TYPE_GPU != 0 {
@@ -273,6 +285,18 @@ fn load_device(
         info::device_scalar_or(api, id, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, 0);
     let command_buffer_simultaneous = command_buffer.is_some()
         && cb_caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR != 0;
+    let command_buffer_mutable = command_buffer.is_some()
+        && update_fn
+        && has_ext(&extensions, "cl_khr_command_buffer_mutable_dispatch")
+        && info::device_extension_version(api, id, "cl_khr_command_buffer_mutable_dispatch")
+            .is_some_and(|v| v >= MUTABLE_DISPATCH_ARRAY_VERSION)
+        && info::device_scalar_or::<cl_ulong>(
+            api,
+            id,
+            CL_DEVICE_MUTABLE_DISPATCH_CAPABILITIES_KHR,
+            0,
+        ) & CL_MUTABLE_DISPATCH_ARGUMENTS_KHR
+            != 0;
     let has_intel = intel_fns && has_ext(&extensions, "cl_intel_unified_shared_memory");
     let caps = UsmCaps {
         has_intel_usm: has_intel,
@@ -357,6 +381,7 @@ fn load_device(
         caps,
         command_buffer,
         command_buffer_simultaneous,
+        command_buffer_mutable,
         strategy,
         usm,
         staging,

@@ -3,27 +3,50 @@
 //! and a few copies of it, so that a replay need not wait for the previous
 //! enqueue of one copy to finish (some drivers refuse to enqueue a
 //! command-buffer still pending; with those, a replay finding every copy
-//! pending enqueues the nodes one by one instead). Argument updates make
-//! the copies stale: they are recorded again at the next replay.
+//! pending enqueues the nodes one by one instead). An argument update is
+//! applied in place to the copies not pending where the device has
+//! mutable dispatch; other copies become stale and are recorded again
+//! when needed.
 
 use crate::core::error::{Error, Result};
 use crate::core::graph::resolve_empty;
-use crate::opencl::cmdbuf::{
-    cl_command_buffer_khr, cl_sync_point_khr, CommandBuffers, CL_COMMAND_BUFFER_FLAGS_KHR,
-    CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR,
-};
+use crate::opencl::cmdbuf::*;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::check;
 use crate::runtime::event::Event;
+use crate::runtime::launch::Arg;
 use std::sync::Arc;
 
 /// Copies recorded at most.
 const COPIES: usize = 8;
 
-/// The recorded copies, each with the end event of its last enqueue.
+/// One recorded command-buffer.
+struct Copy {
+    cb: cl_command_buffer_khr,
+    /// The end event of its last enqueue.
+    end: Option<Arc<Event>>,
+    /// Node `i`'s mutable-command handle (null where none); empty when
+    /// the command-buffer is not mutable.
+    handles: Vec<cl_mutable_command_khr>,
+}
+
+impl Copy {
+    /// Whether its last enqueue is known to have ended (asking the event
+    /// when `ask`).
+    fn free(&self, ask: bool) -> bool {
+        self.end
+            .as_ref()
+            .is_none_or(|e| e.known_done() || (ask && e.is_done()))
+    }
+}
+
+/// A command-buffer and its nodes' mutable-command handles.
+pub(crate) type Recorded = (cl_command_buffer_khr, Vec<cl_mutable_command_khr>);
+
+/// The recorded copies.
 #[derive(Default)]
 pub(crate) struct Pool {
-    copies: Vec<(cl_command_buffer_khr, Option<Arc<Event>>)>,
+    copies: Vec<Copy>,
     fns: Option<&'static CommandBuffers>,
     /// Copies recorded before the last argument update.
     stale: Vec<cl_command_buffer_khr>,
@@ -31,14 +54,45 @@ pub(crate) struct Pool {
     last: Option<usize>,
     /// The driver refuses to enqueue a command-buffer still pending.
     no_reuse: bool,
+    /// Copies recorded so far, and updates applied in place.
+    pub recorded: u64,
+    pub updated: u64,
 }
 
 impl Pool {
     /// Marks every copy as recorded with old arguments.
     pub(crate) fn stale(&mut self) {
-        for (cb, _) in self.copies.drain(..) {
-            self.stale.push(cb);
+        for c in self.copies.drain(..) {
+            self.stale.push(c.cb);
         }
+    }
+
+    /// Sets argument `index` of node `node` to `arg` in every copy that
+    /// can take the update in place (mutable, not pending); the others
+    /// become stale. Submissions already made keep the old value.
+    pub(crate) fn update(&mut self, node: usize, index: usize, arg: &Arg<'_>) {
+        let update = self.fns.and_then(|f| f.clUpdateMutableCommandsKHR);
+        let mut kept = Vec::with_capacity(self.copies.len());
+        for c in self.copies.drain(..) {
+            let handle = c.handles.get(node).copied().unwrap_or(std::ptr::null_mut());
+            let done = match update {
+                Some(f) if !handle.is_null() && c.free(true) => {
+                    // SAFETY: a finalized mutable command-buffer of this
+                    // pool, not pending, and the handle of one of its
+                    // kernel commands.
+                    let rc = unsafe { update_arg(f, c.cb, handle, index, arg) };
+                    rc == CL_SUCCESS
+                }
+                _ => false,
+            };
+            if done {
+                self.updated += 1;
+                kept.push(c);
+            } else {
+                self.stale.push(c.cb);
+            }
+        }
+        self.copies = kept;
     }
 
     /// Releases every copy (OpenCL keeps a pending one until it ends).
@@ -61,7 +115,7 @@ impl Pool {
         &mut self,
         fns: &'static CommandBuffers,
         simultaneous: bool,
-        record: impl Fn() -> Result<cl_command_buffer_khr>,
+        record: impl Fn() -> Result<Recorded>,
     ) -> Result<Option<(usize, bool)>> {
         self.fns = Some(fns);
         for cb in self.stale.drain(..) {
@@ -75,16 +129,17 @@ impl Pool {
             return Ok(Some((0, false)));
         }
         let oldest = self.next % n.max(1);
-        let free = |c: &(cl_command_buffer_khr, Option<Arc<Event>>), ask: bool| {
-            c.1.as_ref()
-                .is_none_or(|e| e.known_done() || (ask && e.is_done()))
-        };
-        if let Some(i) = (0..n).find(|&i| free(&self.copies[i], i == oldest)) {
+        if let Some(i) = (0..n).find(|&i| self.copies[i].free(i == oldest)) {
             return Ok(Some((i, false)));
         }
         if n < COPIES {
-            let cb = record()?;
-            self.copies.push((cb, None));
+            let (cb, handles) = record()?;
+            self.recorded += 1;
+            self.copies.push(Copy {
+                cb,
+                end: None,
+                handles,
+            });
             return Ok(Some((n, false)));
         }
         if self.no_reuse {
@@ -99,7 +154,7 @@ impl Pool {
     }
 
     pub(crate) fn get(&self, i: usize) -> cl_command_buffer_khr {
-        self.copies[i].0
+        self.copies[i].cb
     }
 
     /// Notes that copy `i` was just enqueued.
@@ -111,45 +166,69 @@ impl Pool {
     /// Gives the copy enqueued last the end event of that enqueue.
     pub(crate) fn ran_last(&mut self, end: Arc<Event>) {
         if let Some(c) = self.last.take().and_then(|i| self.copies.get_mut(i)) {
-            c.1 = Some(end);
+            c.end = Some(end);
         }
     }
 }
 
 /// Records `kernels` (node `i` enqueues `kernels[i]` over `ranges[i]`, or
 /// nothing when `None`) with dependencies `deps` into a new
-/// command-buffer on `queue`, and finalizes it.
+/// command-buffer on `queue`, and finalizes it. `mutable`: with argument
+/// updates allowed, returning each kernel command's handle.
 pub(crate) fn record(
     fns: &CommandBuffers,
-    simultaneous: bool,
+    (simultaneous, mutable): (bool, bool),
     queue: cl_command_queue,
     nodes: &[crate::core::graph::PlanNode],
     launches: &[Option<(cl_kernel, &crate::core::launch::NdRange)>],
-) -> Result<cl_command_buffer_khr> {
+) -> Result<Recorded> {
     let deps = resolve_empty(nodes).map_err(Error::invalid)?;
     let mut err = CL_SUCCESS;
     let q = [queue];
-    let props: [cl_ulong; 3] = [
-        CL_COMMAND_BUFFER_FLAGS_KHR,
-        CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR,
-        0,
-    ];
+    let wanted = (CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR * cl_ulong::from(simultaneous))
+        | (CL_COMMAND_BUFFER_MUTABLE_KHR * cl_ulong::from(mutable));
+    // The flags wanted, then mutability alone, then none: a driver may
+    // refuse a combination it reported.
     let mut cb: cl_command_buffer_khr = std::ptr::null_mut();
-    if simultaneous {
-        // SAFETY: one live queue; a zero-terminated property list.
-        cb = unsafe { (fns.clCreateCommandBufferKHR)(1, q.as_ptr(), props.as_ptr(), &mut err) };
-    }
-    if cb.is_null() {
-        // SAFETY: one live queue; no properties.
-        cb = unsafe { (fns.clCreateCommandBufferKHR)(1, q.as_ptr(), std::ptr::null(), &mut err) };
+    let mut flags = 0;
+    for f in [wanted, wanted & CL_COMMAND_BUFFER_MUTABLE_KHR, 0] {
+        if cb.is_null() && (f != 0 || flags == 0) {
+            let props: [cl_ulong; 3] = [CL_COMMAND_BUFFER_FLAGS_KHR, f, 0];
+            // SAFETY: one live queue; a zero-terminated property list, or
+            // none.
+            cb = unsafe {
+                (fns.clCreateCommandBufferKHR)(
+                    1,
+                    q.as_ptr(),
+                    if f == 0 {
+                        std::ptr::null()
+                    } else {
+                        props.as_ptr()
+                    },
+                    &mut err,
+                )
+            };
+            flags = f;
+        }
     }
     if cb.is_null() || err != CL_SUCCESS {
         return Err(Error::opencl(err, "clCreateCommandBufferKHR"));
     }
+    let mutable = flags & CL_COMMAND_BUFFER_MUTABLE_KHR != 0;
     let fail = |e: Error| {
         // SAFETY: the command-buffer created above, not yet handed out.
         unsafe { (fns.clReleaseCommandBufferKHR)(cb) };
         Err(e)
+    };
+    let command_props: [cl_ulong; 3] = [
+        CL_MUTABLE_DISPATCH_UPDATABLE_FIELDS_KHR,
+        CL_MUTABLE_DISPATCH_ARGUMENTS_KHR,
+        0,
+    ];
+    let mut handles: Vec<cl_mutable_command_khr> = if mutable {
+        vec![std::ptr::null_mut(); launches.len()]
+    } else {
+        Vec::new()
     };
     let mut points: Vec<cl_sync_point_khr> = vec![0; launches.len()];
     for (i, l) in launches.iter().enumerate() {
@@ -161,12 +240,16 @@ pub(crate) fn record(
             .collect();
         // SAFETY: a live command-buffer and kernel with its arguments set;
         // the size arrays have three entries; the sync points came from
-        // this command-buffer.
+        // this command-buffer; the handle slot exists when asked for.
         let rc = unsafe {
             (fns.clCommandNDRangeKernelKHR)(
                 cb,
                 std::ptr::null_mut(),
-                std::ptr::null(),
+                if mutable {
+                    command_props.as_ptr()
+                } else {
+                    std::ptr::null()
+                },
                 *kernel,
                 range.dims,
                 range.offset_or_null(),
@@ -179,7 +262,9 @@ pub(crate) fn record(
                     waits.as_ptr()
                 },
                 &mut points[i],
-                std::ptr::null_mut(),
+                handles
+                    .get_mut(i)
+                    .map_or(std::ptr::null_mut(), |h| h as *mut _),
             )
         };
         if let Err(e) = check(rc, "clCommandNDRangeKernelKHR") {
@@ -191,5 +276,57 @@ pub(crate) fn record(
     if let Err(e) = check(rc, "clFinalizeCommandBufferKHR") {
         return fail(e);
     }
-    Ok(cb)
+    Ok((cb, handles))
+}
+
+/// Sets argument `index` of the kernel command `handle` of `cb` to `arg`
+/// for the command-buffer's later enqueues.
+///
+/// # Safety
+/// `cb` is a finalized mutable command-buffer not pending and `handle`
+/// one of its kernel commands.
+unsafe fn update_arg(
+    f: UpdateFn,
+    cb: cl_command_buffer_khr,
+    handle: cl_mutable_command_khr,
+    index: usize,
+    arg: &Arg<'_>,
+) -> cl_int {
+    let mem;
+    let (value, size, svm) = match *arg {
+        Arg::Scalar(b) => (b.as_ptr().cast(), b.len(), false),
+        Arg::Local(n) => (std::ptr::null(), n, false),
+        Arg::Usm(p) => (p, 0, true),
+        Arg::Mem(m) => {
+            mem = m;
+            (
+                (&mem as *const cl_mem).cast(),
+                std::mem::size_of::<cl_mem>(),
+                false,
+            )
+        }
+    };
+    let one = cl_mutable_dispatch_arg_khr {
+        arg_index: index as cl_uint,
+        arg_size: size,
+        arg_value: value,
+    };
+    let config = cl_mutable_dispatch_config_khr {
+        command: handle,
+        num_args: u32::from(!svm),
+        num_svm_args: u32::from(svm),
+        num_exec_infos: 0,
+        work_dim: 0,
+        arg_list: if svm { std::ptr::null() } else { &one },
+        arg_svm_list: if svm { &one } else { std::ptr::null() },
+        exec_info_list: std::ptr::null(),
+        global_work_offset: std::ptr::null(),
+        global_work_size: std::ptr::null(),
+        local_work_size: std::ptr::null(),
+    };
+    let kind = CL_STRUCTURE_TYPE_MUTABLE_DISPATCH_CONFIG_KHR;
+    let configs = [(&config as *const cl_mutable_dispatch_config_khr).cast()];
+    // SAFETY: per the contract; one configuration of the type named, whose
+    // pointers live until the call returns.
+    unsafe { f(cb, 1, &kind, configs.as_ptr()) }
 }

@@ -38,6 +38,19 @@ pub(crate) fn command_buffers_forced() -> bool {
     *ON.get_or_init(|| std::env::var("SYRAH_COMMAND_BUFFER").is_ok_and(|v| v == "on"))
 }
 
+/// Counts of what a finalized graph's submissions did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecStats {
+    /// Submissions made.
+    pub submissions: u64,
+    /// Command-buffers recorded (copies for submissions still pending, and
+    /// copies recorded again after an argument update they could not take
+    /// in place).
+    pub command_buffer_recordings: u64,
+    /// Argument updates applied in place to recorded command-buffers.
+    pub command_buffer_updates: u64,
+}
+
 /// How the last submission of a graph ended.
 #[derive(Clone)]
 pub(crate) enum Last {
@@ -82,6 +95,8 @@ pub struct ExecGraph {
     /// "graph N", for the queue's records and messages.
     pub(crate) what: Arc<str>,
     pub(crate) pool: Mutex<Pool>,
+    /// Submissions made.
+    pub(crate) submitted: std::sync::atomic::AtomicU64,
     /// Held for a whole submission (one replay at a time) and for argument
     /// updates; holds the end event of the last submission, which the next
     /// one follows.
@@ -190,6 +205,7 @@ impl ExecGraph {
             kernels: Mutex::new(Vec::new()),
             backend,
             pool: Mutex::new(Pool::default()),
+            submitted: Default::default(),
             turn: Mutex::new(None),
             graph: graph.clone(),
         };
@@ -300,7 +316,8 @@ impl ExecGraph {
                 )
                 .map_err(named)?;
             }
-            self.pool.lock().stale();
+            let new = args_of(std::slice::from_ref(&arg), &[]);
+            self.pool.lock().update(node, index, &new[0]);
         }
         args[index] = arg;
         self.locals.lock()[node] = args.iter().any(|a| matches!(a, NodeArg::Local(_)));
@@ -339,6 +356,16 @@ impl ExecGraph {
         self.pool.lock().stale();
         *last = bases.to_vec();
         Ok(())
+    }
+
+    /// What this graph's submissions did so far.
+    pub fn stats(&self) -> ExecStats {
+        let pool = self.pool.lock();
+        ExecStats {
+            submissions: self.submitted.load(std::sync::atomic::Ordering::Relaxed),
+            command_buffer_recordings: pool.recorded,
+            command_buffer_updates: pool.updated,
+        }
     }
 
     /// Whether submissions are still being timed to choose the back end.

@@ -22,7 +22,7 @@ mod onlane;
 mod record;
 mod replay;
 
-pub use exec::{Backend, ExecGraph};
+pub use exec::{Backend, ExecGraph, ExecStats};
 pub use record::{recording_of, recording_using, Recording};
 
 use crate::core::launch::NdRange;

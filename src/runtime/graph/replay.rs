@@ -49,6 +49,18 @@ impl ExecGraph {
         deps: &[Arc<Event>],
         want_event: bool,
     ) -> Result<Submitted> {
+        let done = self.submit_checked(q, deps, want_event)?;
+        self.submitted
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(done)
+    }
+
+    fn submit_checked(
+        self: &Arc<Self>,
+        q: &Arc<Queue>,
+        deps: &[Arc<Event>],
+        want_event: bool,
+    ) -> Result<Submitted> {
         let g = &self.graph;
         if q.ctx.id != g.ctx.id || !std::ptr::eq(q.device, g.device) {
             return Err(Error::new(
@@ -204,7 +216,8 @@ impl ExecGraph {
                     _ => None,
                 })
                 .collect();
-            cmdbuf::record(fns, sim, self.lanes[0], &nodes, &launches)
+            let mutable = self.graph.device.command_buffer_mutable;
+            cmdbuf::record(fns, (sim, mutable), self.lanes[0], &nodes, &launches)
         };
         let mut pool = self.pool.lock();
         let Some((i, pending)) = pool.take(fns, sim, record)? else {
