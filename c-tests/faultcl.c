@@ -2,7 +2,8 @@
  * SYRAH_OPENCL_LIBRARY, it forwards every call to the real ICD loader
  * (which it links, so calls it does not define resolve there) and fails a
  * chosen call on its N-th use after faultcl_arm(). Extension entry points
- * of cl_intel_unified_shared_memory are wrapped through
+ * of cl_intel_unified_shared_memory and cl_khr_command_buffer (with its
+ * mutable dispatch) are wrapped through
  * clGetExtensionFunctionAddressForPlatform, per platform. */
 #define CL_TARGET_OPENCL_VERSION 300
 #define _GNU_SOURCE
@@ -175,12 +176,17 @@ cl_int clEnqueueMarkerWithWaitList(cl_command_queue q, cl_uint n, const cl_event
       q, n, w, ev);
 }
 
-/* ---- cl_intel_unified_shared_memory, per platform ----------------------- */
+/* ---- extensions, per platform ------------------------------------------ */
 
 typedef void *(*host_alloc_fn)(cl_context, const cl_ulong *, size_t, cl_uint, cl_int *);
 typedef void *(*dev_alloc_fn)(cl_context, cl_device_id, const cl_ulong *, size_t, cl_uint, cl_int *);
 typedef cl_int (*memcpy_fn)(cl_command_queue, cl_bool, void *, const void *, size_t, cl_uint, const cl_event *,
                             cl_event *);
+
+typedef void *(*cb_create_fn)(cl_uint, const cl_command_queue *, const cl_ulong *, cl_int *);
+typedef cl_int (*cb_release_fn)(void *);
+typedef cl_int (*cb_enqueue_fn)(cl_uint, cl_command_queue *, void *, cl_uint, const cl_event *, cl_event *);
+typedef cl_int (*cb_update_fn)(void *, cl_uint, const cl_uint *, const void **);
 
 #define MAX_PLATFORMS 8
 static struct {
@@ -188,13 +194,17 @@ static struct {
   host_alloc_fn host_alloc;
   dev_alloc_fn device_alloc, shared_alloc;
   memcpy_fn memcpy;
-} intel[MAX_PLATFORMS];
+  cb_create_fn cb_create;
+  cb_release_fn cb_release;
+  cb_enqueue_fn cb_enqueue;
+  cb_update_fn cb_update;
+} ext[MAX_PLATFORMS];
 
 static int slot_of(cl_platform_id p) {
   int i;
   for (i = 0; i < MAX_PLATFORMS; ++i)
-    if (intel[i].platform == p || !intel[i].platform) {
-      intel[i].platform = p;
+    if (ext[i].platform == p || !ext[i].platform) {
+      ext[i].platform = p;
       return i;
     }
   return -1;
@@ -224,7 +234,7 @@ static void *wrap_host_alloc(cl_context c, const cl_ulong *p, size_t s, cl_uint 
     if (e) *e = code;
     return NULL;
   }
-  return intel[slot_of_context(c)].host_alloc(c, p, s, a, e);
+  return ext[slot_of_context(c)].host_alloc(c, p, s, a, e);
 }
 
 static void *wrap_device_alloc(cl_context c, cl_device_id d, const cl_ulong *p, size_t s, cl_uint a, cl_int *e) {
@@ -233,7 +243,7 @@ static void *wrap_device_alloc(cl_context c, cl_device_id d, const cl_ulong *p, 
     if (e) *e = code;
     return NULL;
   }
-  return intel[slot_of_context(c)].device_alloc(c, d, p, s, a, e);
+  return ext[slot_of_context(c)].device_alloc(c, d, p, s, a, e);
 }
 
 static void *wrap_shared_alloc(cl_context c, cl_device_id d, const cl_ulong *p, size_t s, cl_uint a, cl_int *e) {
@@ -242,7 +252,7 @@ static void *wrap_shared_alloc(cl_context c, cl_device_id d, const cl_ulong *p, 
     if (e) *e = code;
     return NULL;
   }
-  return intel[slot_of_context(c)].shared_alloc(c, d, p, s, a, e);
+  return ext[slot_of_context(c)].shared_alloc(c, d, p, s, a, e);
 }
 
 static cl_int wrap_memcpy(cl_command_queue q, cl_bool b, void *d, const void *s, size_t n, cl_uint nw,
@@ -252,7 +262,79 @@ static cl_int wrap_memcpy(cl_command_queue q, cl_bool b, void *d, const void *s,
   if (should_fail("clEnqueueMemcpyINTEL", &code)) return code;
   REAL(clGetCommandQueueInfo, cl_int (*)(cl_command_queue, cl_command_queue_info, size_t, void *, size_t *))(
       q, CL_QUEUE_CONTEXT, sizeof c, &c, NULL);
-  return intel[slot_of_context(c)].memcpy(q, b, d, s, n, nw, w, ev);
+  return ext[slot_of_context(c)].memcpy(q, b, d, s, n, nw, w, ev);
+}
+
+/* Live command-buffers and the platform slot each belongs to. */
+#define MAX_COMMAND_BUFFERS 4096
+static struct {
+  void *cb;
+  int slot;
+} cbs[MAX_COMMAND_BUFFERS];
+
+static int slot_of_command_buffer(void *cb) {
+  int i, s = -1;
+  pthread_mutex_lock(&lock);
+  for (i = 0; i < MAX_COMMAND_BUFFERS && s < 0; ++i)
+    if (cbs[i].cb == cb) s = cbs[i].slot;
+  pthread_mutex_unlock(&lock);
+  if (s < 0) {
+    fprintf(stderr, "faultcl: unknown command-buffer %p\n", cb);
+    abort();
+  }
+  return s;
+}
+
+static void *wrap_cb_create(cl_uint n, const cl_command_queue *qs, const cl_ulong *p, cl_int *e) {
+  cl_int code;
+  cl_context c = NULL;
+  void *cb;
+  int s, i;
+  if (should_fail("clCreateCommandBufferKHR", &code)) {
+    if (e) *e = code;
+    return NULL;
+  }
+  REAL(clGetCommandQueueInfo, cl_int (*)(cl_command_queue, cl_command_queue_info, size_t, void *, size_t *))(
+      qs[0], CL_QUEUE_CONTEXT, sizeof c, &c, NULL);
+  s = slot_of_context(c);
+  cb = ext[s].cb_create(n, qs, p, e);
+  if (!cb) return cb;
+  pthread_mutex_lock(&lock);
+  for (i = 0; i < MAX_COMMAND_BUFFERS && cbs[i].cb; ++i) {
+  }
+  if (i < MAX_COMMAND_BUFFERS) {
+    cbs[i].cb = cb;
+    cbs[i].slot = s;
+  }
+  pthread_mutex_unlock(&lock);
+  if (i == MAX_COMMAND_BUFFERS) {
+    fprintf(stderr, "faultcl: more than %d live command-buffers\n", MAX_COMMAND_BUFFERS);
+    abort();
+  }
+  return cb;
+}
+
+static cl_int wrap_cb_release(void *cb) {
+  int s = slot_of_command_buffer(cb), i;
+  cl_int rc = ext[s].cb_release(cb);
+  pthread_mutex_lock(&lock);
+  for (i = 0; i < MAX_COMMAND_BUFFERS; ++i)
+    if (cbs[i].cb == cb) cbs[i].cb = NULL;
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+static cl_int wrap_cb_enqueue(cl_uint n, cl_command_queue *qs, void *cb, cl_uint nw, const cl_event *w,
+                              cl_event *ev) {
+  cl_int code;
+  if (should_fail("clEnqueueCommandBufferKHR", &code)) return code;
+  return ext[slot_of_command_buffer(cb)].cb_enqueue(n, qs, cb, nw, w, ev);
+}
+
+static cl_int wrap_cb_update(void *cb, cl_uint n, const cl_uint *types, const void **configs) {
+  cl_int code;
+  if (should_fail("clUpdateMutableCommandsKHR", &code)) return code;
+  return ext[slot_of_command_buffer(cb)].cb_update(cb, n, types, configs);
 }
 
 void *clGetExtensionFunctionAddressForPlatform(cl_platform_id p, const char *name) {
@@ -264,20 +346,36 @@ void *clGetExtensionFunctionAddressForPlatform(cl_platform_id p, const char *nam
   pthread_mutex_unlock(&lock);
   if (s < 0) return f;
   if (strcmp(name, "clHostMemAllocINTEL") == 0) {
-    intel[s].host_alloc = AS_FN(host_alloc_fn, f);
+    ext[s].host_alloc = AS_FN(host_alloc_fn, f);
     return AS_PTR(wrap_host_alloc);
   }
   if (strcmp(name, "clDeviceMemAllocINTEL") == 0) {
-    intel[s].device_alloc = AS_FN(dev_alloc_fn, f);
+    ext[s].device_alloc = AS_FN(dev_alloc_fn, f);
     return AS_PTR(wrap_device_alloc);
   }
   if (strcmp(name, "clSharedMemAllocINTEL") == 0) {
-    intel[s].shared_alloc = AS_FN(dev_alloc_fn, f);
+    ext[s].shared_alloc = AS_FN(dev_alloc_fn, f);
     return AS_PTR(wrap_shared_alloc);
   }
   if (strcmp(name, "clEnqueueMemcpyINTEL") == 0) {
-    intel[s].memcpy = AS_FN(memcpy_fn, f);
+    ext[s].memcpy = AS_FN(memcpy_fn, f);
     return AS_PTR(wrap_memcpy);
+  }
+  if (strcmp(name, "clCreateCommandBufferKHR") == 0) {
+    ext[s].cb_create = AS_FN(cb_create_fn, f);
+    return AS_PTR(wrap_cb_create);
+  }
+  if (strcmp(name, "clReleaseCommandBufferKHR") == 0) {
+    ext[s].cb_release = AS_FN(cb_release_fn, f);
+    return AS_PTR(wrap_cb_release);
+  }
+  if (strcmp(name, "clEnqueueCommandBufferKHR") == 0) {
+    ext[s].cb_enqueue = AS_FN(cb_enqueue_fn, f);
+    return AS_PTR(wrap_cb_enqueue);
+  }
+  if (strcmp(name, "clUpdateMutableCommandsKHR") == 0) {
+    ext[s].cb_update = AS_FN(cb_update_fn, f);
+    return AS_PTR(wrap_cb_update);
   }
   return f;
 }
