@@ -5,8 +5,9 @@
 //! command-buffer still pending; with those, a replay finding every copy
 //! pending enqueues the nodes one by one instead). An argument update is
 //! applied in place to the copies not pending where the device has
-//! mutable dispatch; other copies become stale and are recorded again
-//! when needed.
+//! mutable dispatch; other copies become stale, and once none is current
+//! the next replay enqueues the nodes one by one, the one after records a
+//! copy again.
 
 use crate::core::error::{Error, Result};
 use crate::core::graph::resolve_empty;
@@ -54,6 +55,11 @@ pub(crate) struct Pool {
     last: Option<usize>,
     /// The driver refuses to enqueue a command-buffer still pending.
     no_reuse: bool,
+    /// An argument update left no copy current: the next submission
+    /// replays the nodes instead of recording a copy (an application that
+    /// updates before every submission never pays for recordings); the
+    /// one after it records.
+    replay_next: bool,
     /// Copies recorded so far, and updates applied in place.
     pub recorded: u64,
     pub updated: u64,
@@ -92,6 +98,7 @@ impl Pool {
                 self.stale.push(c.cb);
             }
         }
+        self.replay_next = kept.is_empty();
         self.copies = kept;
     }
 
@@ -109,8 +116,9 @@ impl Pool {
     /// A copy to enqueue now: one whose last enqueue has finished, a new
     /// one while fewer than `COPIES` exist, else the oldest pending one
     /// (returned with `true`), which only drivers that allow enqueueing a
-    /// pending command-buffer take. `None` once the driver refused that:
-    /// the caller then replays the nodes one by one instead of waiting.
+    /// pending command-buffer take. `None` once the driver refused that,
+    /// and right after an update left no copy current: the caller then
+    /// replays the nodes one by one.
     pub(crate) fn take(
         &mut self,
         fns: &'static CommandBuffers,
@@ -124,6 +132,9 @@ impl Pool {
             unsafe { (fns.clReleaseCommandBufferKHR)(cb) };
         }
         let n = self.copies.len();
+        if n == 0 && std::mem::take(&mut self.replay_next) {
+            return Ok(None);
+        }
         if simultaneous && n > 0 {
             // Made for simultaneous use: one copy serves every replay.
             return Ok(Some((0, false)));
