@@ -4,8 +4,9 @@
  * own, on every device at once, for SYRAH_STRESS_SECONDS (default 30).
  * Every private result is checked as it comes; a buffer all threads add to
  * (from kernels on every device, host tasks, host accessors and one graph
- * per device) must end with exactly the sum of what they added. A watchdog
- * fails the test on a deadlock. */
+ * per device, whose arguments are set again meanwhile) must end with
+ * exactly the sum of what they added. A watchdog fails the test on a
+ * deadlock. */
 #define _POSIX_C_SOURCE 200809L
 #include "testing.h"
 
@@ -217,7 +218,14 @@ static void *run(void *arg) {
         STRESS_OK(w, syrah_event_release(in));
       }
       break;
-    case 6: /* the device's graph (adds 4 to the shared buffer) on a shared queue */
+    case 6: /* the device's graph (adds 4 to the shared buffer) on a shared queue;
+             * every third time one of its nodes gets its argument set again
+             * (to the same 2), while other threads submit it */
+      if (w->ops[6] % 3 == 0) {
+        int two = 2;
+        syrah_kernel_arg a = syrah_arg_value(&two, sizeof two);
+        STRESS_OK(w, syrah_graph_exec_set_arg(e->exec, (size_t)(w->ops[6] % 2), 1, &a));
+      }
       STRESS_OK(w, syrah_queue_submit_graph(shared_q, e->exec, NULL, 0, NULL));
       w->added += 4;
       break;
@@ -314,9 +322,21 @@ int main(void) {
     EXPECT_OK(syrah_queue_wait(devs[i].in_order));
     EXPECT_OK(syrah_queue_wait(devs[i].out_of_order));
   }
-  for (i = 0; i < ndev; ++i) {
-    EXPECT_OK(syrah_graph_exec_release(devs[i].exec));
-    EXPECT_OK(syrah_graph_release(devs[i].graph));
+  {
+    uint64_t submitted = 0;
+    for (i = 0; i < ndev; ++i) {
+      syrah_graph_exec_stats st;
+      memset(&st, 0, sizeof st);
+      EXPECT_OK(syrah_graph_exec_get_stats(devs[i].exec, &st));
+      printf("device %zu graph: %llu submissions, %llu command-buffers recorded, %llu updated in place\n", i,
+             (unsigned long long)st.submissions, (unsigned long long)st.command_buffer_recordings,
+             (unsigned long long)st.command_buffer_updates);
+      submitted += st.submissions;
+      EXPECT_OK(syrah_graph_exec_release(devs[i].exec));
+      EXPECT_OK(syrah_graph_release(devs[i].graph));
+    }
+    /* Every graph submission of every thread, counted once. */
+    EXPECT_EQ(submitted, (uint64_t)ops[6]);
   }
   EXPECT_OK(syrah_buffer_release(shared_buf));
   for (j = 0; j < SHARED; ++j)
