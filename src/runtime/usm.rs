@@ -124,6 +124,50 @@ impl Queue {
         )
     }
 
+    /// Issues one USM fill of `size` bytes at `dst` (aligned to the
+    /// pattern, whose size the backend takes) on lane `q`; `ev` receives
+    /// its event unless null.
+    pub(crate) fn fill_cmd(
+        &self,
+        q: cl_command_queue,
+        dst: *mut c_void,
+        pattern: &[u8],
+        size: usize,
+        wl: &[cl_event],
+        ev: *mut cl_event,
+    ) -> Result<()> {
+        let api = api()?;
+        // The extension's fill and the SVM fill take the same arguments.
+        let f = match self.intel() {
+            Some(f) => f.clEnqueueMemFillINTEL,
+            None => api.clEnqueueSVMMemFill.ok_or_else(|| {
+                Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
+            })?,
+        };
+        // SAFETY: a validated range; OpenCL copies the pattern; the wait
+        // list holds events of this context.
+        let rc = unsafe {
+            f(
+                q,
+                dst,
+                pattern.as_ptr().cast(),
+                pattern.len(),
+                size,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                ev,
+            )
+        };
+        check(
+            rc,
+            if self.intel().is_some() {
+                "clEnqueueMemFillINTEL (USM fill)"
+            } else {
+                "clEnqueueSVMMemFill (USM fill)"
+            },
+        )
+    }
+
     fn intel(&self) -> Option<&'static crate::opencl::intel::IntelUsm> {
         self.ctx
             .platform
@@ -261,40 +305,11 @@ impl Queue {
             return self.marker(deps, &what).map(Submitted::Event);
         }
         self.check_usm_range(dst, size, "fill destination")?;
-        let api = api()?;
         match plan {
             FillPlan::Empty => self.marker(deps, &what).map(Submitted::Event),
             FillPlan::Native => self
                 .submit_quiet(deps, &[], what, None, want_event, |q, wl, ev| {
-                    // The extension's fill and the SVM fill take the same
-                    // arguments.
-                    let f = match self.intel() {
-                        Some(f) => f.clEnqueueMemFillINTEL,
-                        None => api.clEnqueueSVMMemFill.ok_or_else(|| {
-                            Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
-                        })?,
-                    };
-                    // SAFETY: validated range; OpenCL copies the pattern.
-                    let rc = unsafe {
-                        f(
-                            q,
-                            dst,
-                            pattern.as_ptr().cast(),
-                            pattern.len(),
-                            size,
-                            wl.len() as cl_uint,
-                            ptr_or_null(wl),
-                            ev,
-                        )
-                    };
-                    check(
-                        rc,
-                        if self.intel().is_some() {
-                            "clEnqueueMemFillINTEL (USM fill)"
-                        } else {
-                            "clEnqueueSVMMemFill (USM fill)"
-                        },
-                    )
+                    self.fill_cmd(q, dst, pattern, size, wl, ev)
                 })
                 .map(|done| done.with_bytes(size)),
             FillPlan::Staged { seed, copies } => {

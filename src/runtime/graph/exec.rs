@@ -174,8 +174,13 @@ impl ExecGraph {
             })
             .collect();
         let plan = plan(&nodes, GRAPH_LANES).map_err(|m| Error::new(Status::Internal, m))?;
+        // Command-buffers hold the graph's kernels only.
         let all_direct =
-            kinds.iter().all(|&k| k != NodeKind::Eager) && kinds.contains(&NodeKind::Direct);
+            kinds.iter().all(|&k| k != NodeKind::Eager)
+                && kinds.contains(&NodeKind::Direct)
+                && graph.nodes.iter().zip(&kinds).all(|(n, &k)| {
+                    k != NodeKind::Direct || matches!(n.action, Action::Kernel { .. })
+                });
         let backend = match graph.device.command_buffer {
             Some(_) if all_direct && graph.ctx.platform.command_buffers.is_some() => {
                 Backend::CommandBuffer
@@ -388,13 +393,33 @@ impl ExecGraph {
     }
 
     /// With `SYRAH_VALIDATE=1`: every USM pointer argument of a kernel
-    /// node still lies inside a USM allocation of the graph's context (not
-    /// freed since it was recorded or set).
+    /// node, and every range a copy or fill the graph enqueues itself
+    /// touches, still lies inside a USM allocation of the graph's context
+    /// (not freed since it was recorded or set).
     pub fn check_pointers(&self) -> Result<()> {
         if !crate::runtime::launch::validating() {
             return Ok(());
         }
         for (i, n) in self.graph.nodes.iter().enumerate() {
+            if self.kinds[i] == NodeKind::Direct {
+                let ranges = match &n.action {
+                    Action::Memcpy { dst, src, size } => vec![(*dst, *size), (*src, *size)],
+                    Action::Fill { ptr, size, .. } => vec![(*ptr, *size)],
+                    _ => Vec::new(),
+                };
+                for (p, len) in ranges {
+                    let reg = self.graph.ctx.registry.lock();
+                    if let Err(e) = reg.check_range(p, len, "pointer") {
+                        return Err(Error::new(
+                            Status::InvalidPointer,
+                            format!(
+                                "node {i} ({}) of graph {}: {} (freed since it was recorded?)",
+                                n.what, self.graph.id, e.message
+                            ),
+                        ));
+                    }
+                }
+            }
             let Action::Kernel { kernel, args, .. } = &n.action else {
                 continue;
             };

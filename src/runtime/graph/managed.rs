@@ -28,10 +28,11 @@ pub(crate) struct Managed {
     pub mode: Mode,
 }
 
-/// Which kernel nodes the graph can enqueue itself (`direct[i]`), and the
+/// Which nodes the graph can enqueue itself (`direct[i]`), and the
 /// buffers it manages. A kernel node qualifies when its launch is not
 /// empty and every buffer it accesses is used by qualifying kernel nodes
-/// only, through one view, on a device with USM.
+/// only, through one view, on a device with USM; a USM copy or fill as
+/// `direct::usm_op_direct` says.
 pub(crate) fn plan_buffers(graph: &Graph) -> (Vec<bool>, Vec<Managed>) {
     let usm = graph.ctx.strategy != UsmStrategy::None;
     let mut direct: Vec<bool> = graph
@@ -39,7 +40,7 @@ pub(crate) fn plan_buffers(graph: &Graph) -> (Vec<bool>, Vec<Managed>) {
         .iter()
         .map(|n| match &n.action {
             Action::Kernel { range, .. } => !range.is_empty() && (n.accesses.is_empty() || usm),
-            _ => false,
+            a => super::direct::usm_op_direct(graph, a),
         })
         .collect();
     // A buffer used by a node that is not direct, or through two views,

@@ -16,6 +16,7 @@
 //! replay exactly as for a command submitted by hand.
 
 mod cmdbuf;
+mod direct;
 mod exec;
 mod managed;
 mod onlane;

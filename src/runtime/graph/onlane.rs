@@ -1,18 +1,18 @@
-//! Submitting a graph whose nodes are all kernels the graph enqueues
-//! itself, on one lane of its plan (a chain), as one command of the
-//! queue's own: its kernels go onto a lane of the queue one after another,
+//! Submitting a graph whose nodes are all ones the graph enqueues itself
+//! (kernels, USM copies and fills), on one lane of its plan (a chain), as
+//! one command of the queue's own: they go onto a lane of the queue one
+//! after another,
 //! the first waiting for what the submission waits for and the last giving
 //! the event if one is wanted, so that the queue's order, its accounting
 //! of commands without events and the buffers' trackers treat the whole
 //! graph as one launch, and a submission makes no event of its own.
 
 use super::exec::{ExecGraph, Last};
-use super::{managed, Action};
-use crate::core::error::{Error, Result, Status};
+use super::managed;
+use crate::core::error::Result;
 use crate::core::graph::NodeKind;
 use crate::runtime::buffer::{held_storages, Deps};
 use crate::runtime::event::Event;
-use crate::runtime::launch::enqueue_ndrange;
 use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
 use std::sync::Arc;
 
@@ -55,19 +55,17 @@ impl ExecGraph {
                 // The first kernel waits for what the submission waits for;
                 // the last (the graph's one end) gives the event.
                 let mut w = wl;
-                for (i, n) in g.nodes.iter().enumerate() {
+                for i in 0..g.nodes.len() {
                     if self.kinds[i] != NodeKind::Direct {
                         continue;
                     }
-                    let (Action::Kernel { range, .. }, Some(k)) = (&n.action, &kernels[i]) else {
-                        return Err(Error::new(Status::Internal, "direct node without a kernel"));
-                    };
                     let e = if self.single_end == Some(i) {
                         ev
                     } else {
                         std::ptr::null_mut()
                     };
-                    enqueue_ndrange(lane, k.cl, &k.name, range, locals[i], w, e)?;
+                    let k = kernels[i].as_deref().map(|k| (k, locals[i]));
+                    self.enqueue_direct(q, i, lane, w, e, k)?;
                     w = &[];
                 }
                 Ok(())

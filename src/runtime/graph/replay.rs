@@ -15,7 +15,6 @@ use crate::opencl::loader::{api, check};
 use crate::runtime::buffer::{held_storages, AccessReq, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
-use crate::runtime::launch::enqueue_ndrange;
 use crate::runtime::queue::{ptr_or_null, Held, LanePositions, Queue, Submitted};
 use smallvec::SmallVec;
 use std::sync::{Arc, Weak};
@@ -278,25 +277,19 @@ impl ExecGraph {
                             .iter()
                             .filter_map(|&w| events[w].as_ref().map(|e| e.cl)),
                     );
-                    let (Action::Kernel { range, .. }, Some(k)) = (&node.action, &kernels[i])
-                    else {
-                        return Err(Error::new(Status::Internal, "direct node without a kernel"));
-                    };
-                    let local = locals[i];
                     let mut cl: cl_event = std::ptr::null_mut();
                     let last = self.single_end == Some(i);
-                    enqueue_ndrange(
+                    self.enqueue_direct(
+                        q,
+                        i,
                         self.lanes[step.lane],
-                        k.cl,
-                        &k.name,
-                        range,
-                        local,
                         &wl,
                         if step.event || last {
                             &mut cl
                         } else {
                             std::ptr::null_mut()
                         },
+                        kernels[i].as_deref().map(|k| (k, locals[i])),
                     )?;
                     if last {
                         end = cl;
