@@ -4,7 +4,9 @@
  *             allocation), issued `replays` times;
  *  - stencil: a 2D step of 4 kernels (two Jacobi-like sweeps, each
  *             followed by a border fix) over a 256 x 256 grid, issued
- *             `steps` times.
+ *             `steps` times;
+ *  - copies:  a step of 2 kernels and 2 device-to-device copies (inc a,
+ *             b = a, inc b, a = b, over 64 items), issued `steps` times.
  * raw:   an in-order OpenCL queue, each command's arguments set and the
  *        command enqueued one by one (an SVM pointer where Syrah's USM is
  *        SVM, else a cl_mem), one flush per replay, as hand-written code
@@ -126,6 +128,13 @@ static void raw_arg(cl_kernel k, cl_uint i, raw_mem *m) {
     CL_OK(clSetKernelArg(k, i, sizeof m->mem, &m->mem));
 }
 
+static void raw_copy(raw_t *r, raw_mem *d, raw_mem *src, size_t bytes) {
+  if (svm)
+    CL_OK(clEnqueueSVMMemcpy(r->q, CL_FALSE, d->svm, src->svm, bytes, 0, NULL, NULL));
+  else
+    CL_OK(clEnqueueCopyBuffer(r->q, src->mem, d->mem, 0, 0, bytes, 0, NULL, NULL));
+}
+
 static void raw_read(raw_t *r, raw_mem *m, void *out, size_t bytes) {
   if (svm) {
     CL_OK(clEnqueueSVMMemcpy(r->q, CL_TRUE, out, m->svm, bytes, 0, NULL, NULL));
@@ -160,6 +169,31 @@ static void raw_chain(raw_t *r, run *out) {
   x.r = r;
   x.a = raw_alloc(r, sizeof host, host);
   timed(replays, CHAIN, raw_chain_issue, raw_finish, &x, out);
+  raw_read(r, &x.a, host, sizeof host);
+  out->check = host[0] + host[ELEMS - 1];
+}
+
+/* inc a; b = a; inc b; a = b. */
+static void raw_copies_issue(void *p) {
+  raw_job *x = (raw_job *)p;
+  size_t g = ELEMS;
+  raw_arg(x->r->inc, 0, &x->a);
+  CL_OK(clEnqueueNDRangeKernel(x->r->q, x->r->inc, 1, NULL, &g, NULL, 0, NULL, NULL));
+  raw_copy(x->r, &x->b, &x->a, ELEMS * sizeof(int));
+  raw_arg(x->r->inc, 0, &x->b);
+  CL_OK(clEnqueueNDRangeKernel(x->r->q, x->r->inc, 1, NULL, &g, NULL, 0, NULL, NULL));
+  raw_copy(x->r, &x->a, &x->b, ELEMS * sizeof(int));
+  CL_OK(clFlush(x->r->q));
+}
+
+static void raw_copies(raw_t *r, run *out) {
+  int host[ELEMS] = {0};
+  raw_job x;
+  x.r = r;
+  x.a = raw_alloc(r, sizeof host, host);
+  x.b = raw_alloc(r, sizeof host, host);
+  timed(steps, 4, raw_copies_issue, raw_finish, &x, out);
+  raw_read(r, &x.b, host, sizeof host);
   raw_read(r, &x.a, host, sizeof host);
   out->check = host[0] + host[ELEMS - 1];
 }
@@ -254,6 +288,16 @@ static void sy_stencil_cmds(sy_t *s, int *a, int *b) {
   SY_OK(syrah_queue_launch(s->q, s->border, &edge, args, 2, NULL, 0, NULL));
 }
 
+static void sy_copies_cmds(sy_t *s, int *a, int *b) {
+  syrah_range r = syrah_range_1d(ELEMS);
+  syrah_kernel_arg x = syrah_arg_usm(a);
+  SY_OK(syrah_queue_launch(s->q, s->inc, &r, &x, 1, NULL, 0, NULL));
+  SY_OK(syrah_queue_memcpy(s->q, b, a, ELEMS * sizeof(int), NULL, 0, NULL));
+  x = syrah_arg_usm(b);
+  SY_OK(syrah_queue_launch(s->q, s->inc, &r, &x, 1, NULL, 0, NULL));
+  SY_OK(syrah_queue_memcpy(s->q, a, b, ELEMS * sizeof(int), NULL, 0, NULL));
+}
+
 /* What a Syrah replay issues: the recorded graph when `x` is set, else
  * the same launches eagerly. */
 typedef struct {
@@ -278,6 +322,14 @@ static void sy_stencil_issue(void *p) {
     SY_OK(syrah_queue_submit_graph(j->s->q, j->x, NULL, 0, NULL));
   else
     sy_stencil_cmds(j->s, j->a, j->b);
+}
+
+static void sy_copies_issue(void *p) {
+  sy_job *j = (sy_job *)p;
+  if (j->x)
+    SY_OK(syrah_queue_submit_graph(j->s->q, j->x, NULL, 0, NULL));
+  else
+    sy_copies_cmds(j->s, j->a, j->b);
 }
 
 /* Records what `issue` submits once, as a graph. */
@@ -334,6 +386,24 @@ static void sy_stencil(sy_t *s, int graph, run *out, int *backend) {
   SY_OK(syrah_free(s->ctx, j.b));
 }
 
+static void sy_copies(sy_t *s, int graph, run *out, int *backend) {
+  int host[ELEMS] = {0};
+  syrah_graph *g = NULL;
+  sy_job j = {s, NULL, NULL, NULL};
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&j.a));
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&j.b));
+  SY_OK(syrah_queue_memcpy(s->q, j.a, host, sizeof host, NULL, 0, NULL));
+  SY_OK(syrah_queue_memcpy(s->q, j.b, host, sizeof host, NULL, 0, NULL));
+  if (graph) j.x = record(&j, sy_copies_issue, &g);
+  timed(steps, 4, sy_copies_issue, sy_finish, &j, out);
+  SY_OK(syrah_queue_memcpy(s->q, host, j.a, sizeof host, NULL, 0, NULL));
+  SY_OK(syrah_queue_wait(s->q));
+  out->check = host[0] + host[ELEMS - 1];
+  if (graph) done_with(j.x, g, backend);
+  SY_OK(syrah_free(s->ctx, j.a));
+  SY_OK(syrah_free(s->ctx, j.b));
+}
+
 static double med_of(const run *v, int n, int wall) {
   double x[64];
   int i;
@@ -373,8 +443,8 @@ static int report(int rows, const char *what, const run *raw, const run *eager, 
 }
 
 int main(int argc, char **argv) {
-  run raw[2][64], eager[2][64], graph[2][64];
-  int i, ok = 1, backend[2] = {0, 0};
+  run raw[3][64], eager[3][64], graph[3][64];
+  int i, ok = 1, backend[3] = {0, 0, 0};
   raw_t r;
   sy_t s;
   const syrah_device *dev;
@@ -404,19 +474,25 @@ int main(int argc, char **argv) {
     raw_stencil(&r, &raw[1][i]);
     sy_stencil(&s, 0, &eager[1][i], NULL);
     sy_stencil(&s, 1, &graph[1][i], &backend[1]);
+    raw_copies(&r, &raw[2][i]);
+    sy_copies(&s, 0, &eager[2][i], NULL);
+    sy_copies(&s, 1, &graph[2][i], &backend[2]);
   }
   printf("## Graphs on %s (raw %s), medians of %d alternating rounds\n\n", spec, svm ? "SVM" : "cl_mem", rounds);
   printf("| workload | measure | raw | eager | graph | graph / raw | eager - raw µs |\n");
   printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   {
-    char a[64], b[64];
+    char a[64], b[64], c[64];
     snprintf(a, sizeof a, "chain of %d kernels x %d", CHAIN, replays);
     snprintf(b, sizeof b, "stencil step of 4 kernels x %d", steps);
+    snprintf(c, sizeof c, "step of 2 kernels and 2 device copies x %d", steps);
     report(1, a, raw[0], eager[0], graph[0], rounds, backend[0]);
     report(1, b, raw[1], eager[1], graph[1], rounds, backend[1]);
+    report(1, c, raw[2], eager[2], graph[2], rounds, backend[2]);
     printf("\n");
     ok &= report(0, a, raw[0], eager[0], graph[0], rounds, backend[0]);
     ok &= report(0, b, raw[1], eager[1], graph[1], rounds, backend[1]);
+    ok &= report(0, c, raw[2], eager[2], graph[2], rounds, backend[2]);
   }
   raw_close_all(&r);
   sy_close_all(&s);
