@@ -186,18 +186,6 @@ static void raw_copies_issue(void *p) {
   CL_OK(clFlush(x->r->q));
 }
 
-static void raw_copies(raw_t *r, run *out) {
-  int host[ELEMS] = {0};
-  raw_job x;
-  x.r = r;
-  x.a = raw_alloc(r, sizeof host, host);
-  x.b = raw_alloc(r, sizeof host, host);
-  timed(steps, 4, raw_copies_issue, raw_finish, &x, out);
-  raw_read(r, &x.b, host, sizeof host);
-  raw_read(r, &x.a, host, sizeof host);
-  out->check = host[0] + host[ELEMS - 1];
-}
-
 static int grid0[W * W];
 
 /* sweep(s -> d), then border(d). */
@@ -220,16 +208,28 @@ static void raw_stencil_issue(void *p) {
   CL_OK(clFlush(x->r->q));
 }
 
-static void raw_stencil(raw_t *r, run *out) {
+/* The stencil and the copies work on two allocations of `bytes` starting
+ * as `init`, issued `steps` times, 4 commands each; `check` sums a few of
+ * the first allocation's results. */
+static const int zeros[ELEMS];
+
+static long check_elems(const int *h) { return h[0] + h[ELEMS - 1]; }
+
+static long check_grid(const int *h) {
+  return (long)h[W + 1] + h[(W / 2) * W + W / 2] + h[(W - 2) * W + W - 2];
+}
+
+static void raw_two(raw_t *r, run *out, const int *init, size_t bytes, void (*issue)(void *),
+                    long (*check)(const int *)) {
   static int host[W * W];
   raw_job x;
   x.r = r;
-  x.a = raw_alloc(r, sizeof grid0, grid0);
-  x.b = raw_alloc(r, sizeof grid0, grid0);
-  timed(steps, 4, raw_stencil_issue, raw_finish, &x, out);
-  raw_read(r, &x.b, host, sizeof host);
-  raw_read(r, &x.a, host, sizeof host);
-  out->check = (long)host[W + 1] + host[(W / 2) * W + W / 2] + host[(W - 2) * W + W - 2];
+  x.a = raw_alloc(r, bytes, init);
+  x.b = raw_alloc(r, bytes, init);
+  timed(steps, 4, issue, raw_finish, &x, out);
+  raw_read(r, &x.b, host, bytes);
+  raw_read(r, &x.a, host, bytes);
+  out->check = check(host);
 }
 
 /* ---- Syrah ----------------------------------------------------------------- */
@@ -368,37 +368,20 @@ static void sy_chain(sy_t *s, int graph, run *out, int *backend) {
   SY_OK(syrah_free(s->ctx, j.a));
 }
 
-static void sy_stencil(sy_t *s, int graph, run *out, int *backend) {
+static void sy_two(sy_t *s, int graph, run *out, int *backend, const int *init, size_t bytes,
+                   void (*issue)(void *), long (*check)(const int *)) {
   static int host[W * W];
   syrah_graph *g = NULL;
   sy_job j = {s, NULL, NULL, NULL};
-  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&j.a));
-  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof grid0, (void **)&j.b));
-  SY_OK(syrah_queue_memcpy(s->q, j.a, grid0, sizeof grid0, NULL, 0, NULL));
-  SY_OK(syrah_queue_memcpy(s->q, j.b, grid0, sizeof grid0, NULL, 0, NULL));
-  if (graph) j.x = record(&j, sy_stencil_issue, &g);
-  timed(steps, 4, sy_stencil_issue, sy_finish, &j, out);
-  SY_OK(syrah_queue_memcpy(s->q, host, j.a, sizeof host, NULL, 0, NULL));
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, bytes, (void **)&j.a));
+  SY_OK(syrah_malloc_device(s->ctx, s->dev, bytes, (void **)&j.b));
+  SY_OK(syrah_queue_memcpy(s->q, j.a, init, bytes, NULL, 0, NULL));
+  SY_OK(syrah_queue_memcpy(s->q, j.b, init, bytes, NULL, 0, NULL));
+  if (graph) j.x = record(&j, issue, &g);
+  timed(steps, 4, issue, sy_finish, &j, out);
+  SY_OK(syrah_queue_memcpy(s->q, host, j.a, bytes, NULL, 0, NULL));
   SY_OK(syrah_queue_wait(s->q));
-  out->check = (long)host[W + 1] + host[(W / 2) * W + W / 2] + host[(W - 2) * W + W - 2];
-  if (graph) done_with(j.x, g, backend);
-  SY_OK(syrah_free(s->ctx, j.a));
-  SY_OK(syrah_free(s->ctx, j.b));
-}
-
-static void sy_copies(sy_t *s, int graph, run *out, int *backend) {
-  int host[ELEMS] = {0};
-  syrah_graph *g = NULL;
-  sy_job j = {s, NULL, NULL, NULL};
-  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&j.a));
-  SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&j.b));
-  SY_OK(syrah_queue_memcpy(s->q, j.a, host, sizeof host, NULL, 0, NULL));
-  SY_OK(syrah_queue_memcpy(s->q, j.b, host, sizeof host, NULL, 0, NULL));
-  if (graph) j.x = record(&j, sy_copies_issue, &g);
-  timed(steps, 4, sy_copies_issue, sy_finish, &j, out);
-  SY_OK(syrah_queue_memcpy(s->q, host, j.a, sizeof host, NULL, 0, NULL));
-  SY_OK(syrah_queue_wait(s->q));
-  out->check = host[0] + host[ELEMS - 1];
+  out->check = check(host);
   if (graph) done_with(j.x, g, backend);
   SY_OK(syrah_free(s->ctx, j.a));
   SY_OK(syrah_free(s->ctx, j.b));
@@ -471,12 +454,12 @@ int main(int argc, char **argv) {
     raw_chain(&r, &raw[0][i]);
     sy_chain(&s, 0, &eager[0][i], NULL);
     sy_chain(&s, 1, &graph[0][i], &backend[0]);
-    raw_stencil(&r, &raw[1][i]);
-    sy_stencil(&s, 0, &eager[1][i], NULL);
-    sy_stencil(&s, 1, &graph[1][i], &backend[1]);
-    raw_copies(&r, &raw[2][i]);
-    sy_copies(&s, 0, &eager[2][i], NULL);
-    sy_copies(&s, 1, &graph[2][i], &backend[2]);
+    raw_two(&r, &raw[1][i], grid0, sizeof grid0, raw_stencil_issue, check_grid);
+    sy_two(&s, 0, &eager[1][i], NULL, grid0, sizeof grid0, sy_stencil_issue, check_grid);
+    sy_two(&s, 1, &graph[1][i], &backend[1], grid0, sizeof grid0, sy_stencil_issue, check_grid);
+    raw_two(&r, &raw[2][i], zeros, sizeof zeros, raw_copies_issue, check_elems);
+    sy_two(&s, 0, &eager[2][i], NULL, zeros, sizeof zeros, sy_copies_issue, check_elems);
+    sy_two(&s, 1, &graph[2][i], &backend[2], zeros, sizeof zeros, sy_copies_issue, check_elems);
   }
   printf("## Graphs on %s (raw %s), medians of %d alternating rounds\n\n", spec, svm ? "SVM" : "cl_mem", rounds);
   printf("| workload | measure | raw | eager | graph | graph / raw | eager - raw µs |\n");
