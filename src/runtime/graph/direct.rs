@@ -3,7 +3,6 @@
 //! every byte lies in USM allocations of the graph's context, which need
 //! neither staging nor checks at each submission.
 
-use super::exec::ExecGraph;
 use super::{Action, Graph};
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
@@ -41,35 +40,31 @@ pub(crate) fn usm_op_direct(graph: &Graph, action: &Action) -> bool {
     }
 }
 
-impl ExecGraph {
-    /// Enqueues direct node `i` on `lane` after `wl`; `ev` receives its
-    /// event unless null. `q` is the submitting queue (of the graph's
-    /// context), whose USM backend copies and fills; `kernel`, for a
-    /// kernel node, its kernel object and whether it takes local memory.
-    pub(crate) fn enqueue_direct(
-        &self,
-        q: &Queue,
-        i: usize,
-        lane: cl_command_queue,
-        wl: &[cl_event],
-        ev: *mut cl_event,
-        kernel: Option<(&crate::runtime::program::Kernel, bool)>,
-    ) -> Result<()> {
-        let p = |a: usize| a as *mut c_void;
-        match (&self.graph.nodes[i].action, kernel) {
-            (Action::Kernel { range, .. }, Some((k, local))) => {
-                enqueue_ndrange(lane, k.cl, &k.name, range, local, wl, ev)
-            }
-            (Action::Memcpy { dst, src, size }, _) => {
-                q.copy_cmd(lane, p(*dst), p(*src), *size, wl, ev)
-            }
-            (Action::Fill { ptr, pattern, size }, _) => {
-                q.fill_cmd(lane, p(*ptr), pattern, *size, wl, ev)
-            }
-            _ => Err(Error::new(
-                Status::Internal,
-                format!("node {i} is direct but neither a kernel, a copy nor a fill"),
-            )),
+/// Enqueues direct node `i` of `graph` on `lane` after `wl`; `ev`
+/// receives its event unless null. `q` is the submitting queue (of the
+/// graph's context), whose USM backend copies and fills; `kernel`, for a
+/// kernel node, its kernel object and whether it takes local memory.
+pub(crate) fn enqueue(
+    graph: &Graph,
+    q: &Queue,
+    i: usize,
+    lane: cl_command_queue,
+    wl: &[cl_event],
+    ev: *mut cl_event,
+    kernel: Option<(&crate::runtime::program::Kernel, bool)>,
+) -> Result<()> {
+    let p = |a: usize| a as *mut c_void;
+    match (&graph.nodes[i].action, kernel) {
+        (Action::Kernel { range, .. }, Some((k, local))) => {
+            enqueue_ndrange(lane, k.cl, &k.name, range, local, wl, ev)
         }
+        (Action::Memcpy { dst, src, size }, _) => q.copy_cmd(lane, p(*dst), p(*src), *size, wl, ev),
+        (Action::Fill { ptr, pattern, size }, _) => {
+            q.fill_cmd(lane, p(*ptr), pattern, *size, wl, ev)
+        }
+        _ => Err(Error::new(
+            Status::Internal,
+            format!("node {i} is direct but neither a kernel, a copy nor a fill"),
+        )),
     }
 }

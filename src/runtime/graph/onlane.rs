@@ -65,7 +65,7 @@ impl ExecGraph {
                         std::ptr::null_mut()
                     };
                     let k = kernels[i].as_deref().map(|k| (k, locals[i]));
-                    self.enqueue_direct(q, i, lane, w, e, k)?;
+                    super::direct::enqueue(g, q, i, lane, w, e, k)?;
                     w = &[];
                 }
                 Ok(())

@@ -279,7 +279,8 @@ impl ExecGraph {
                     );
                     let mut cl: cl_event = std::ptr::null_mut();
                     let last = self.single_end == Some(i);
-                    self.enqueue_direct(
+                    super::direct::enqueue(
+                        &self.graph,
                         q,
                         i,
                         self.lanes[step.lane],
