@@ -395,6 +395,56 @@ static void graph(env *e) {
   free(host);
 }
 
+/* A graph of a kernel, a device-to-device USM copy and a kernel, all of
+ * which the graph enqueues itself; the copy's enqueue fails once in the
+ * middle of a replay. The failure surfaces once naming the call; the
+ * kernel enqueued before it still runs, as eager commands before a failed
+ * one do; later replays work. Three replays, the second cut short: `a`
+ * ends as 3 and `b` as 4 in every element. */
+static void graph_copy(env *e) {
+  enum { M = 256 };
+  int *a = NULL, *b = NULL, one = 1, i, wrong = 0;
+  static int got[2][M];
+  syrah_range r = syrah_range_1d(M);
+  syrah_kernel_arg x[2];
+  syrah_graph *g = NULL;
+  syrah_graph_exec *ex = NULL;
+  const char *call = h2d_call(e);
+  REQUIRE_OK(syrah_malloc_device(e->ctx, e->d, sizeof got[0], (void **)&a));
+  REQUIRE_OK(syrah_malloc_device(e->ctx, e->d, sizeof got[0], (void **)&b));
+  EXPECT_OK(syrah_queue_memset(e->q, a, 0, sizeof got[0], NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memset(e->q, b, 0, sizeof got[0], NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_begin_recording(e->q));
+  x[0] = syrah_arg_usm(a);
+  x[1] = syrah_arg_value(&one, sizeof one);
+  EXPECT_OK(syrah_queue_launch(e->q, e->k, &r, x, 2, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memcpy(e->q, b, a, sizeof got[0], NULL, 0, NULL));
+  x[0] = syrah_arg_usm(b);
+  EXPECT_OK(syrah_queue_launch(e->q, e->k, &r, x, 2, NULL, 0, NULL));
+  REQUIRE_OK(syrah_queue_end_recording(e->q, &g));
+  REQUIRE_OK(syrah_graph_finalize(g, &ex));
+  EXPECT_OK(syrah_queue_submit_graph(e->q, ex, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  arm("graph copy", call, 0, CL_OUT_OF_RESOURCES);
+  once(syrah_queue_submit_graph(e->q, ex, NULL, 0, NULL), e->q, call);
+  disarm(call, 0);
+  EXPECT_OK(syrah_queue_submit_graph(e->q, ex, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memcpy(e->q, got[0], a, sizeof got[0], NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memcpy(e->q, got[1], b, sizeof got[1], NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  for (i = 0; i < M; ++i) wrong += got[0][i] != 3 || got[1][i] != 4;
+  ++t_checks;
+  if (wrong)
+    T_FAIL("graph copy: %d of %d elements wrong (a[0] = %d, expected 3; b[0] = %d, expected 4)", wrong, M,
+           got[0][0], got[1][0]);
+  else
+    ++intact;
+  EXPECT_OK(syrah_graph_exec_release(ex));
+  EXPECT_OK(syrah_graph_release(g));
+  EXPECT_OK(syrah_free(e->ctx, a));
+  EXPECT_OK(syrah_free(e->ctx, b));
+}
+
 static void test_device(const syrah_device *d) {
   env e;
   syrah_program *p = NULL;
@@ -413,10 +463,12 @@ static void test_device(const syrah_device *d) {
   buffer_to_device(&e, "buffer copy to the device, then a retry", h2d_call(&e), 0, CL_OUT_OF_RESOURCES, 1);
   buffer_to_host(&e);
   kernel_enqueue(&e);
-  if (e.strategy != SYRAH_USM_STRATEGY_NONE)
+  if (e.strategy != SYRAH_USM_STRATEGY_NONE) {
     usm(&e);
-  else
+    graph_copy(&e);
+  } else {
     t_skip("USM allocation and copy faults", "the device has no USM");
+  }
   creation(&e);
   graph(&e);
 

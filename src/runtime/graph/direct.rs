@@ -54,7 +54,8 @@ pub(crate) fn enqueue(
     kernel: Option<(&crate::runtime::program::Kernel, bool)>,
 ) -> Result<()> {
     let p = |a: usize| a as *mut c_void;
-    match (&graph.nodes[i].action, kernel) {
+    let node = &graph.nodes[i];
+    let done = match (&node.action, kernel) {
         (Action::Kernel { range, .. }, Some((k, local))) => {
             enqueue_ndrange(lane, k.cl, &k.name, range, local, wl, ev)
         }
@@ -66,5 +67,12 @@ pub(crate) fn enqueue(
             Status::Internal,
             format!("node {i} is direct but neither a kernel, a copy nor a fill"),
         )),
-    }
+    };
+    done.map_err(|mut e| {
+        e.message = format!(
+            "node {i} ({}) of graph {}: {}",
+            node.what, graph.id, e.message
+        );
+        e
+    })
 }
