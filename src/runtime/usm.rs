@@ -69,6 +69,26 @@ impl Queue {
         self.foreign(addr, what).map_or(Ok(()), Err)
     }
 
+    /// Picks the USM backend's entry point: `intel` on Intel's USM, else
+    /// the SVM one `svm` (missing only on a broken platform), with the
+    /// name errors give.
+    fn usm_call<F>(
+        &self,
+        intel: impl FnOnce(&crate::opencl::intel::IntelUsm) -> F,
+        svm: Option<F>,
+        names: [&'static str; 2],
+    ) -> Result<(F, &'static str)> {
+        match self.intel() {
+            Some(i) => Ok((intel(i), names[0])),
+            None => svm.map(|f| (f, names[1])).ok_or_else(|| {
+                Error::new(
+                    Status::Internal,
+                    format!("SVM strategy without {}", names[1]),
+                )
+            }),
+        }
+    }
+
     /// Issues one USM copy on lane `q`; `ev` receives its event unless
     /// null.
     pub(crate) fn copy_cmd(
@@ -80,48 +100,29 @@ impl Queue {
         wl: &[cl_event],
         ev: *mut cl_event,
     ) -> Result<()> {
-        let api = api()?;
-        let rc = match self.intel() {
-            // SAFETY: validated pointers and size; wait list of this context.
-            Some(f) => unsafe {
-                (f.clEnqueueMemcpyINTEL)(
-                    q,
-                    CL_FALSE,
-                    dst,
-                    src,
-                    size,
-                    wl.len() as cl_uint,
-                    ptr_or_null(wl),
-                    ev,
-                )
-            },
-            None => {
-                let f = api.clEnqueueSVMMemcpy.ok_or_else(|| {
-                    Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemcpy")
-                })?;
-                // SAFETY: as above.
-                unsafe {
-                    f(
-                        q,
-                        CL_FALSE,
-                        dst,
-                        src,
-                        size,
-                        wl.len() as cl_uint,
-                        ptr_or_null(wl),
-                        ev,
-                    )
-                }
-            }
+        // The extension's copy and the SVM copy take the same arguments.
+        let (f, name) = self.usm_call(
+            |i| i.clEnqueueMemcpyINTEL,
+            api()?.clEnqueueSVMMemcpy,
+            [
+                "clEnqueueMemcpyINTEL (USM memcpy)",
+                "clEnqueueSVMMemcpy (USM memcpy)",
+            ],
+        )?;
+        // SAFETY: validated pointers and size; wait list of this context.
+        let rc = unsafe {
+            f(
+                q,
+                CL_FALSE,
+                dst,
+                src,
+                size,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                ev,
+            )
         };
-        check(
-            rc,
-            if self.intel().is_some() {
-                "clEnqueueMemcpyINTEL (USM memcpy)"
-            } else {
-                "clEnqueueSVMMemcpy (USM memcpy)"
-            },
-        )
+        check(rc, name)
     }
 
     /// Issues one USM fill of `size` bytes at `dst` (aligned to the
@@ -136,14 +137,15 @@ impl Queue {
         wl: &[cl_event],
         ev: *mut cl_event,
     ) -> Result<()> {
-        let api = api()?;
         // The extension's fill and the SVM fill take the same arguments.
-        let f = match self.intel() {
-            Some(f) => f.clEnqueueMemFillINTEL,
-            None => api.clEnqueueSVMMemFill.ok_or_else(|| {
-                Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
-            })?,
-        };
+        let (f, name) = self.usm_call(
+            |i| i.clEnqueueMemFillINTEL,
+            api()?.clEnqueueSVMMemFill,
+            [
+                "clEnqueueMemFillINTEL (USM fill)",
+                "clEnqueueSVMMemFill (USM fill)",
+            ],
+        )?;
         // SAFETY: a validated range; OpenCL copies the pattern; the wait
         // list holds events of this context.
         let rc = unsafe {
@@ -158,14 +160,7 @@ impl Queue {
                 ev,
             )
         };
-        check(
-            rc,
-            if self.intel().is_some() {
-                "clEnqueueMemFillINTEL (USM fill)"
-            } else {
-                "clEnqueueSVMMemFill (USM fill)"
-            },
-        )
+        check(rc, name)
     }
 
     fn intel(&self) -> Option<&'static crate::opencl::intel::IntelUsm> {
