@@ -211,17 +211,24 @@ impl Queue {
         // An in-order queue's one lane orders the command after commands of
         // `on_lanes` anyway. On an out-of-order queue it follows those of
         // the first lane named there; the others get events to wait on.
-        let mut others: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
-        let mut follow = None;
+        // Only the last place named on each lane matters: the lane's
+        // order covers the places before it.
+        let mut last: SmallVec<[(u64, u64); 4]> = SmallVec::new();
         if !self.in_order {
             for p in on_lanes {
-                match follow {
-                    None => follow = Some(p.lane),
-                    Some(l) if l == p.lane => {}
-                    Some(_) => others.extend(self.event_at(p.lane, p.seq)?.0),
+                match last.iter_mut().find(|(l, _)| *l == p.lane) {
+                    Some(at) => at.1 = at.1.max(p.seq),
+                    None => last.push((p.lane, p.seq)),
                 }
             }
         }
+        let follow = last.first().copied();
+        let mut others: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
+        for &(lane, seq) in last.iter().skip(1) {
+            others.extend(self.event_at(lane, seq)?.0);
+        }
+        let follow_seq = follow.map(|(_, seq)| seq);
+        let follow = follow.map(|(lane, _)| lane);
         if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
             let api = api()?;
             let mut lanes = self.lanes.lock();
@@ -290,8 +297,8 @@ impl Queue {
         // Tracked: what the command follows on a lane gets an event too.
         let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         all.extend(others);
-        if let Some(p) = on_lanes.iter().rev().find(|p| Some(p.lane) == follow) {
-            all.extend(self.event_at(p.lane, p.seq)?.0);
+        if let (Some(lane), Some(seq)) = (follow, follow_seq) {
+            all.extend(self.event_at(lane, seq)?.0);
         }
         self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, ev))
             .map(Submitted::Event)

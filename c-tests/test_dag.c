@@ -1,0 +1,518 @@
+/* Ordering of command groups by their accessors, against a CPU model: a
+ * fixed sequence of seven groups that once ran a group before the group
+ * whose output it reads, then a seeded randomised checker (windows, every
+ * access mode, host accessors between groups, queues in order and out of
+ * order, one device and every pair of devices) that compares every buffer
+ * with the model.
+ *
+ *   test_dag          the fixed sequence and a brief random run per setting
+ *   test_dag stress   random runs with new seeds for SYRAH_STRESS_SECONDS
+ *
+ * SYRAH_DAG_SEED sets the first seed, SYRAH_DAG_GROUPS the command groups
+ * of a run, SYRAH_DAG_BUFFERS its buffers and SYRAH_DAG_SETTING the one
+ * setting to run (with exactly that seed). A failure prints the line that
+ * reproduces it. */
+#include "testing.h"
+
+#include <stdint.h>
+#include <time.h>
+
+#define N 4096
+#define MAX_BUFFERS 32
+#define MAX_QUEUES 3
+
+static const char *kSource =
+    "__kernel void dag_step(__global const uint *a, __global const uint *b, __global uint *d,\n"
+    "                   uint salt, uint mode) {\n"
+    "  size_t i = get_global_id(0);\n"
+    "  uint x = a[i] + 2u * b[i] + salt;\n"
+    "  if (mode == 0u) d[i] = d[i] * 3u + x;\n"
+    "  else if (mode == 1u) { if ((i & 1u) == 0u) d[i] = x; }\n"
+    "  else if (mode == 2u) d[i] = x ^ 0x5a5a5a5au;\n"
+    "  else { d[i] = x; d[i] = d[i] * 5u + 1u; }\n"
+    "}\n";
+
+/* What the kernel does to element `i` of the window, `old` being d's
+ * value before; mode as in the kernel. */
+static uint32_t model_step(uint32_t old, uint32_t a, uint32_t b, uint32_t salt, uint32_t mode,
+                           size_t i) {
+  uint32_t x = a + 2u * b + salt;
+  switch (mode) {
+    case 0: return old * 3u + x;
+    case 1: return (i & 1u) == 0 ? x : old;
+    case 2: return x ^ 0x5a5a5a5au;
+    default: return x * 5u + 1u;
+  }
+}
+
+static const syrah_access_mode kDModes[4] = {SYRAH_ACCESS_READ_WRITE, SYRAH_ACCESS_WRITE,
+                                             SYRAH_ACCESS_DISCARD_WRITE,
+                                             SYRAH_ACCESS_DISCARD_READ_WRITE};
+
+typedef struct {
+  int nq;
+  syrah_queue *q[MAX_QUEUES];
+  syrah_kernel *k[MAX_QUEUES];
+  syrah_program *p[MAX_QUEUES];
+  /* Offsets are multiples of this (in elements) on devices without USM. */
+  size_t align;
+  char name[256];
+} setting;
+
+static uint64_t rng_state;
+static uint32_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (uint32_t)(rng_state >> 11);
+}
+static size_t below(size_t n) { return n ? rnd() % n : 0; }
+
+static syrah_accessor acc(syrah_buffer *b, syrah_access_mode m, size_t off, size_t len) {
+  syrah_accessor a;
+  memset(&a, 0, sizeof a);
+  a.buffer = b;
+  a.mode = m;
+  a.offset[0] = off;
+  a.range[0] = len;
+  return a;
+}
+
+/* One group: d[od..] op= a[oa..], b[ob..] over len elements. */
+static syrah_status submit_step(syrah_queue *q, syrah_kernel *k, syrah_buffer *a, size_t oa,
+                                syrah_buffer *b, size_t ob, syrah_buffer *d, size_t od,
+                                size_t len, uint32_t salt, uint32_t mode, syrah_event **ev) {
+  syrah_accessor accs[3];
+  syrah_kernel_arg args[5];
+  syrah_range r = syrah_range_1d(len);
+  int i;
+  accs[0] = acc(a, SYRAH_ACCESS_READ, oa, len);
+  accs[1] = acc(b, SYRAH_ACCESS_READ, ob, len);
+  accs[2] = acc(d, kDModes[mode], od, len);
+  for (i = 0; i < 3; ++i) {
+    args[i].kind = SYRAH_ARG_ACCESSOR;
+    args[i].size = (size_t)i;
+    args[i].value = NULL;
+  }
+  args[3] = syrah_arg_value(&salt, sizeof salt);
+  args[4] = syrah_arg_value(&mode, sizeof mode);
+  return syrah_queue_submit_kernel(q, k, &r, accs, 3, args, 5, NULL, 0, ev);
+}
+
+static void model_apply(uint32_t *a, size_t oa, uint32_t *b, size_t ob, uint32_t *d, size_t od,
+                        size_t len, uint32_t salt, uint32_t mode) {
+  size_t i;
+  for (i = 0; i < len; ++i) d[od + i] = model_step(d[od + i], a[oa + i], b[ob + i], salt, mode, i);
+}
+
+/* Compares `n` elements of `got` with `want`; reports the first few. */
+static int compare(const char *what, const uint32_t *got, const uint32_t *want, size_t base,
+                   size_t n) {
+  size_t i, wrong = 0, first = 0;
+  for (i = 0; i < n; ++i)
+    if (got[i] != want[i]) {
+      if (!wrong) first = i;
+      ++wrong;
+    }
+  ++t_checks;
+  if (wrong) {
+    T_FAIL("%s: %zu of %zu elements wrong, the first at %zu (%u, expected %u)", what, wrong, n,
+           base + first, got[first], want[first]);
+    return 0;
+  }
+  return 1;
+}
+
+/* The reduced sequence: four buffers, seven groups on one queue. */
+static void fixed_sequence(syrah_queue *q, syrah_kernel *k, int rep) {
+  static const size_t t[7][7] = {
+      /* a, a@, b, b@, d, d@, len */
+      {0, 1078, 3, 926, 2, 495, 1725},  {3, 98, 0, 1895, 1, 2555, 1491},
+      {0, 2777, 1, 722, 3, 2820, 261},  {3, 278, 1, 2872, 2, 2515, 1208},
+      {0, 2016, 2, 1267, 3, 104, 1440}, {1, 358, 0, 622, 2, 1249, 421},
+      {2, 283, 3, 1979, 0, 2823, 1060},
+  };
+  static uint32_t host[4][N], model[4][N];
+  syrah_buffer *b[4] = {NULL, NULL, NULL, NULL};
+  int j, g;
+  size_t i;
+  char what[96];
+  for (j = 0; j < 4; ++j) {
+    syrah_buffer_desc bd = t_desc1(N, host[j], SYRAH_HOST_COPY_IN);
+    for (i = 0; i < N; ++i) host[j][i] = model[j][i] = (uint32_t)(j * 100000 + (int)i);
+    bd.page_size[0] = 512;
+    REQUIRE_OK(syrah_buffer_create(&bd, &b[j]));
+  }
+  for (g = 0; g < 7; ++g) {
+    EXPECT_OK(submit_step(q, k, b[t[g][0]], t[g][1], b[t[g][2]], t[g][3], b[t[g][4]], t[g][5],
+                          t[g][6], 1000u + (uint32_t)g, 0, NULL));
+    model_apply(model[t[g][0]], t[g][1], model[t[g][2]], t[g][3], model[t[g][4]], t[g][5],
+                t[g][6], 1000u + (uint32_t)g, 0);
+  }
+  for (j = 0; j < 4; ++j) {
+    syrah_host_accessor *ha = NULL;
+    uint32_t *p = NULL;
+    EXPECT_OK(syrah_buffer_host_access(b[j], SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    if (p) {
+      snprintf(what, sizeof what, "seven groups, run %d, buffer b%d", rep, j);
+      compare(what, p, model[j], 0, N);
+    }
+    EXPECT_OK(syrah_host_accessor_release(ha));
+  }
+  for (j = 0; j < 4; ++j) EXPECT_OK(syrah_buffer_release(b[j]));
+}
+
+static int open_kernel(setting *s, int i) {
+  syrah_context *ctx = NULL;
+  if (syrah_queue_get_context(s->q[i], &ctx) != SYRAH_SUCCESS ||
+      syrah_program_create_from_source(ctx, kSource, NULL, &s->p[i]) != SYRAH_SUCCESS ||
+      syrah_kernel_create(s->p[i], "dag_step", &s->k[i]) != SYRAH_SUCCESS) {
+    T_FAIL("%s: kernel for queue %d: %s", s->name, i, syrah_last_error_message());
+    return 0;
+  }
+  return 1;
+}
+
+static void close_setting(setting *s) {
+  int i;
+  for (i = 0; i < s->nq; ++i) {
+    if (s->q[i]) EXPECT_OK(syrah_queue_wait(s->q[i]));
+    if (s->k[i]) syrah_kernel_release(s->k[i]);
+    if (s->p[i]) syrah_program_release(s->p[i]);
+    if (s->q[i]) syrah_queue_release(s->q[i]);
+  }
+  memset(s, 0, sizeof *s);
+}
+
+static size_t align_of(const syrah_device *d) {
+  char strategy[64] = "";
+  syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy, sizeof strategy,
+                               NULL);
+  /* Without USM a ranged accessor must start 128 bytes into the buffer. */
+  return strcmp(strategy, "none") == 0 ? 32 : 1;
+}
+
+/* Opens queues on `devs` (one context per platform) with `flags[i]`. */
+static int open_setting(setting *s, const syrah_device **devs, const syrah_queue_flags *flags,
+                        int nq, const char *name) {
+  syrah_context *ctx[MAX_QUEUES] = {NULL, NULL, NULL};
+  uint64_t plat[MAX_QUEUES];
+  int i, j;
+  memset(s, 0, sizeof *s);
+  s->nq = nq;
+  s->align = 1;
+  snprintf(s->name, sizeof s->name, "%s", name);
+  for (i = 0; i < nq; ++i)
+    syrah_device_get_info_u64(devs[i], SYRAH_DEVICE_INFO_PLATFORM_INDEX, &plat[i]);
+  for (i = 0; i < nq; ++i) {
+    const syrah_device *mine[MAX_QUEUES];
+    size_t m = 0;
+    if (ctx[i]) continue;
+    for (j = i; j < nq; ++j)
+      if (plat[j] == plat[i]) {
+        int dup = 0, k;
+        for (k = 0; k < (int)m; ++k) dup |= mine[k] == devs[j];
+        if (!dup) mine[m++] = devs[j];
+      }
+    if (syrah_context_create(mine, m, &ctx[i]) != SYRAH_SUCCESS) {
+      T_FAIL("%s: context: %s", name, syrah_last_error_message());
+      return 0;
+    }
+    for (j = i + 1; j < nq; ++j)
+      if (plat[j] == plat[i]) {
+        ctx[j] = ctx[i];
+        syrah_context_retain(ctx[i]);
+      }
+  }
+  for (i = 0; i < nq; ++i) {
+    syrah_status st = syrah_queue_create(ctx[i], devs[i], flags[i], NULL, NULL, &s->q[i]);
+    if (align_of(devs[i]) > s->align) s->align = align_of(devs[i]);
+    if (st != SYRAH_SUCCESS) T_FAIL("%s: queue %d: %s", name, i, syrah_last_error_message());
+  }
+  for (i = 0; i < nq; ++i) syrah_context_release(ctx[i]);
+  for (i = 0; i < nq; ++i)
+    if (!s->q[i] || !open_kernel(s, i)) return 0;
+  return 1;
+}
+
+static const char *kHostModes[4] = {"read", "read-write", "write", "discard-write"};
+
+/* One random run of `groups` groups over `nb` buffers on the setting's
+ * queues; every buffer compared with the model at the end (and windows of
+ * them at host accessors on the way). Returns 0 on a mismatch. */
+static int random_run(setting *s, uint64_t seed, int groups, int nb) {
+  static uint32_t host[MAX_BUFFERS][N], model[MAX_BUFFERS][N];
+  syrah_buffer *b[MAX_BUFFERS];
+  int write_back[MAX_BUFFERS];
+  int g, j, ok = 1, failures = t_failures;
+  size_t i;
+  char what[512];
+  static const size_t pages[4] = {64, 512, 1000, N};
+  rng_state = seed * 2654435761u + 0x9e3779b97f4a7c15ull;
+  if (!rng_state) rng_state = 1;
+  for (j = 0; j < nb; ++j) {
+    syrah_buffer_desc bd;
+    write_back[j] = (int)below(2);
+    bd = t_desc1(N, host[j], write_back[j] ? SYRAH_HOST_WRITE_BACK : SYRAH_HOST_COPY_IN);
+    for (i = 0; i < N; ++i) host[j][i] = model[j][i] = (uint32_t)(j * 100000 + (int)i);
+    bd.page_size[0] = pages[below(4)];
+    b[j] = NULL;
+    if (syrah_buffer_create(&bd, &b[j]) != SYRAH_SUCCESS) {
+      T_FAIL("%s seed %llu: buffer %d: %s", s->name, (unsigned long long)seed, j,
+             syrah_last_error_message());
+      nb = j;
+      ok = 0;
+      groups = 0;
+    }
+  }
+  for (g = 0; g < groups && ok; ++g) {
+    int qi = (int)below((size_t)s->nq);
+    uint32_t roll = rnd() % 100;
+    if (roll < 8) {
+      /* A host accessor between groups. */
+      int bi = (int)below((size_t)nb), hm = (int)below(4);
+      size_t len = 1 + below(N / 2), off = below(N - len + 1);
+      syrah_access_mode m = hm == 0   ? SYRAH_ACCESS_READ
+                            : hm == 1 ? SYRAH_ACCESS_READ_WRITE
+                            : hm == 2 ? SYRAH_ACCESS_WRITE
+                                      : SYRAH_ACCESS_DISCARD_WRITE;
+      syrah_host_accessor *ha = NULL;
+      uint32_t *p = NULL;
+      size_t r[3] = {0, 0, 0}, o[3] = {0, 0, 0};
+      r[0] = len;
+      o[0] = off;
+      if (syrah_buffer_host_access(b[bi], m, o, r, &ha, (void **)&p) != SYRAH_SUCCESS) {
+        T_FAIL("%s seed %llu group %d: %s host accessor: %s", s->name, (unsigned long long)seed,
+               g, kHostModes[hm], syrah_last_error_message());
+        ok = 0;
+        break;
+      }
+      if (hm <= 1) {
+        snprintf(what, sizeof what, "%s seed %llu: %s host accessor of b%d [%zu, %zu) after %d groups",
+                 s->name, (unsigned long long)seed, kHostModes[hm], bi, off, off + len, g);
+        ok &= compare(what, p, model[bi] + off, off, len);
+      }
+      if (hm >= 1)
+        for (i = 0; i < len; ++i) model[bi][off + i] = p[i] = p[i] * 7u + (uint32_t)g;
+      if (hm >= 2)
+        for (i = 0; i < len; ++i) model[bi][off + i] = p[i] = (uint32_t)(g * 31 + (int)i);
+      EXPECT_OK(syrah_host_accessor_release(ha));
+      continue;
+    }
+    if (roll < 10) {
+      /* Now and then a queue wait. */
+      EXPECT_OK(syrah_queue_wait(s->q[qi]));
+      continue;
+    }
+    {
+      int ai = (int)below((size_t)nb), bi = (int)below((size_t)nb), di;
+      uint32_t mode = (uint32_t)below(4), salt = 1000u + (uint32_t)g;
+      size_t len, oa, ob, od, al = s->align;
+      syrah_event *ev = NULL;
+      syrah_status st;
+      do di = (int)below((size_t)nb);
+      while (di == ai || di == bi);
+      /* Mostly short windows, sometimes long ones. */
+      len = 1 + (rnd() % 4 == 0 ? below(N) : below(N / 4));
+      oa = below(N - len + 1) / al * al;
+      ob = below(N - len + 1) / al * al;
+      od = below(N - len + 1) / al * al;
+      st = submit_step(s->q[qi], s->k[qi], b[ai], oa, b[bi], ob, b[di], od, len, salt, mode,
+                       rnd() % 5 == 0 ? &ev : NULL);
+      if (st != SYRAH_SUCCESS) {
+        T_FAIL("%s seed %llu group %d: %s", s->name, (unsigned long long)seed, g,
+               syrah_last_error_message());
+        ok = 0;
+        break;
+      }
+      ++t_checks;
+      model_apply(model[ai], oa, model[bi], ob, model[di], od, len, salt, mode);
+      if (ev) {
+        if (rnd() % 4 == 0) EXPECT_OK(syrah_event_wait(ev));
+        syrah_event_release(ev);
+      }
+    }
+  }
+  for (j = 0; j < nb; ++j) {
+    syrah_host_accessor *ha = NULL;
+    uint32_t *p = NULL;
+    if (write_back[j] && rnd() % 2) continue; /* checked after the release */
+    if (syrah_buffer_host_access(b[j], SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p) !=
+        SYRAH_SUCCESS) {
+      T_FAIL("%s seed %llu: final host accessor of b%d: %s", s->name, (unsigned long long)seed, j,
+             syrah_last_error_message());
+      ok = 0;
+      continue;
+    }
+    snprintf(what, sizeof what, "%s seed %llu: b%d after %d groups", s->name,
+             (unsigned long long)seed, j, groups);
+    ok &= compare(what, p, model[j], 0, N);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+  }
+  for (j = 0; j < nb; ++j) {
+    EXPECT_OK(syrah_buffer_release(b[j]));
+    if (write_back[j]) {
+      snprintf(what, sizeof what, "%s seed %llu: b%d written back at release", s->name,
+               (unsigned long long)seed, j);
+      ok &= compare(what, host[j], model[j], 0, N);
+    }
+  }
+  for (j = 0; j < s->nq; ++j) EXPECT_OK(syrah_queue_wait(s->q[j]));
+  return ok && failures == t_failures;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt) {
+  const char *v = getenv(name);
+  return v && *v ? strtoull(v, NULL, 10) : dflt;
+}
+
+static size_t ndev;
+static const syrah_device *devs[64];
+static char labels[64][160];
+
+static void label_devices(void) {
+  size_t i;
+  if (syrah_get_devices(devs, 64, &ndev) != SYRAH_SUCCESS || ndev == 0) {
+    T_FAIL("no device to test on: %s", syrah_last_error_message());
+    ndev = 0;
+  }
+  if (ndev > 64) ndev = 64;
+  for (i = 0; i < ndev; ++i) {
+    char name[96] = "";
+    uint64_t p = 0, d = 0;
+    syrah_device_get_info_string(devs[i], SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL);
+    syrah_device_get_info_u64(devs[i], SYRAH_DEVICE_INFO_PLATFORM_INDEX, &p);
+    syrah_device_get_info_u64(devs[i], SYRAH_DEVICE_INFO_DEVICE_INDEX, &d);
+    snprintf(labels[i], sizeof labels[i], "%llu.%llu %.60s", (unsigned long long)p,
+             (unsigned long long)d, name);
+  }
+}
+
+/* The settings run: each device with an in-order queue, an out-of-order
+ * one, and both at once; each pair of devices with out-of-order queues,
+ * and with one of each. Returns how many there are; fills `s` for `which`. */
+static int make_setting(int which, setting *s) {
+  int at = 0;
+  size_t i, j;
+  char name[256];
+  for (i = 0; i < ndev; ++i) {
+    static const syrah_queue_flags kinds[3][2] = {
+        {SYRAH_QUEUE_IN_ORDER, 0}, {0, 0}, {SYRAH_QUEUE_IN_ORDER, 0}};
+    static const char *names[3] = {"in-order queue", "out-of-order queue",
+                                   "in-order and out-of-order queues"};
+    int k;
+    for (k = 0; k < 3; ++k, ++at)
+      if (at == which) {
+        const syrah_device *d[2];
+        d[0] = d[1] = devs[i];
+        snprintf(name, sizeof name, "[%.120s, %s]", labels[i], names[k]);
+        t_device = labels[i];
+        return open_setting(s, d, kinds[k], k == 2 ? 2 : 1, name) ? 1 : -1;
+      }
+  }
+  for (i = 0; i < ndev; ++i)
+    for (j = i + 1; j < ndev; ++j) {
+      static const syrah_queue_flags kinds[2][2] = {{0, 0}, {SYRAH_QUEUE_IN_ORDER, 0}};
+      int k;
+      for (k = 0; k < 2; ++k, ++at)
+        if (at == which) {
+          const syrah_device *d[2];
+          d[0] = devs[i];
+          d[1] = devs[j];
+          snprintf(name, sizeof name, "[%.80s + %.80s, %s]", labels[i], labels[j],
+                   k == 0 ? "out-of-order queues" : "in-order and out-of-order queues");
+          t_device = "device pair";
+          return open_setting(s, d, kinds[k], 2, name) ? 1 : -1;
+        }
+    }
+  return 0;
+}
+
+static int count_settings(void) {
+  return (int)(ndev * 3 + ndev * (ndev - (ndev > 0)) / 2 * 2);
+}
+
+static void reproduce(int setting_index, uint64_t seed, int groups, int nb) {
+  printf("reproduce with SYRAH_DAG_SETTING=%d SYRAH_DAG_SEED=%llu SYRAH_DAG_GROUPS=%d "
+         "SYRAH_DAG_BUFFERS=%d test_dag\n",
+         setting_index, (unsigned long long)seed, groups, nb);
+}
+
+static void run_fixed(void) {
+  size_t i;
+  for (i = 0; i < ndev; ++i) {
+    int k, rep;
+    for (k = 0; k < 2; ++k) {
+      setting s;
+      const syrah_device *d[1];
+      syrah_queue_flags f[1];
+      char name[256];
+      d[0] = devs[i];
+      f[0] = k == 0 ? 0 : SYRAH_QUEUE_IN_ORDER;
+      snprintf(name, sizeof name, "%.120s, %s queue", labels[i], k == 0 ? "out-of-order" : "in-order");
+      t_device = labels[i];
+      if (align_of(devs[i]) > 1) {
+        t_skip("the seven-group sequence",
+               "its windows start at elements that are not 128-byte aligned, which ranged accessors "
+               "without USM refuse");
+        break;
+      }
+      if (!open_setting(&s, d, f, 1, name)) {
+        close_setting(&s);
+        continue;
+      }
+      printf("== seven groups, %s: 20 runs\n", name);
+      for (rep = 0; rep < 20; ++rep) fixed_sequence(s.q[0], s.k[0], rep);
+      close_setting(&s);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
+  uint64_t seed = env_u64("SYRAH_DAG_SEED", stress ? (uint64_t)time(NULL) : 1);
+  int groups = (int)env_u64("SYRAH_DAG_GROUPS", stress ? 3000 : 400);
+  int nb = (int)env_u64("SYRAH_DAG_BUFFERS", stress ? 16 : 8);
+  double seconds = (double)env_u64("SYRAH_STRESS_SECONDS", 30);
+  int n, w, runs = 0;
+  time_t start = time(NULL);
+  if (nb < 3) nb = 3;
+  if (nb > MAX_BUFFERS) nb = MAX_BUFFERS;
+  label_devices();
+  n = count_settings();
+  if (ndev < 2) t_skip("random runs on device pairs", "there is only one device");
+  if (!stress) {
+    int only = (int)env_u64("SYRAH_DAG_SETTING", (uint64_t)-1);
+    if (only < 0) run_fixed();
+    for (w = 0; w < n; ++w) {
+      setting s;
+      int r;
+      uint64_t sd = only < 0 ? seed + (uint64_t)w : seed;
+      if (only >= 0 && w != only) continue;
+      r = make_setting(w, &s);
+      if (r > 0) {
+        printf("== random: %s, seed %llu, %d groups over %d buffers\n", s.name,
+               (unsigned long long)sd, groups, nb);
+        fflush(stdout);
+        if (!random_run(&s, sd, groups, nb)) reproduce(w, sd, groups, nb);
+        ++runs;
+      }
+      close_setting(&s);
+    }
+  } else {
+    printf("== random runs for %.0f s from seed %llu, %d groups over %d buffers each\n", seconds,
+           (unsigned long long)seed, groups, nb);
+    for (w = 0; difftime(time(NULL), start) < seconds && t_failures == 0; ++w) {
+      setting s;
+      int r = make_setting(w % n, &s);
+      if (r > 0) {
+        if (!random_run(&s, seed + (uint64_t)w, groups, nb))
+          reproduce(w % n, seed + (uint64_t)w, groups, nb);
+        ++runs;
+      }
+      close_setting(&s);
+    }
+  }
+  printf("%d random runs\n", runs);
+  return t_finish(stress ? "test_dag stress" : "test_dag");
+}
