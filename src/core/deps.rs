@@ -38,6 +38,15 @@ impl<T> Access<T> {
     pub fn holds_up_copy(&self, target: usize, src: usize) -> bool {
         self.place == target || (self.write && self.from != Some(src))
     }
+
+    /// Whether a copy from `src` into `target` whose pages cover this
+    /// access may stand in for it in the tracker: only an access at
+    /// `target`. A later read elsewhere does not wait for that copy, so a
+    /// write elsewhere (the one that made the copy's source current, say)
+    /// must stay to order it.
+    pub fn replaced_by_copy(&self, target: usize, src: usize) -> bool {
+        self.place == target && self.holds_up_copy(target, src)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -292,6 +301,40 @@ mod tests {
         // A write elsewhere is waited for by every read.
         t.record_at(b(0, 4), true, 3, 3, None, |_| false, |_| false);
         assert_eq!(t.conflicts(&b(1, 2), false, 1), vec![1, 3]);
+    }
+
+    #[test]
+    fn a_copy_out_of_a_written_place_leaves_the_write_for_its_readers() {
+        let mut t = Tracker::new();
+        // Token 1 writes the pages at place 1; token 2 copies them from
+        // place 1 into place 2, after the write.
+        t.record_at(b(0, 2), true, 1, 1, None, |_| false, |_| true);
+        assert_eq!(t.copy_conflicts(&b(0, 4), 2, 1), vec![1]);
+        t.record_at(
+            b(0, 4),
+            true,
+            2,
+            2,
+            Some(1),
+            |_| false,
+            |a| a.replaced_by_copy(2, 1),
+        );
+        // A read at place 1 still waits for the write, not for the copy.
+        assert_eq!(t.conflicts(&b(1, 2), false, 1), vec![1]);
+        // A read at place 2 waits for the copy; a write, for both.
+        assert_eq!(t.conflicts(&b(1, 2), false, 2), vec![1, 2]);
+        assert_eq!(t.conflicts(&b(1, 2), true, 3), vec![1, 2]);
+        // A copy into place 2 again replaces both entries there.
+        t.record_at(
+            b(0, 4),
+            true,
+            3,
+            2,
+            Some(1),
+            |_| false,
+            |a| a.replaced_by_copy(2, 1),
+        );
+        assert_eq!(t.tokens(), vec![1, 3]);
     }
 
     #[test]

@@ -299,7 +299,8 @@ pub(crate) fn fetch_one(
     pages::set_box(&s.geom, &mut st.bits[target], pages, true);
     // The copies write the target's copy of these pages: later accesses
     // that read it (on any lane or thread) must wait for them. They stand
-    // in only for what they waited for.
+    // in only for earlier accesses at the target (see
+    // `Access::replaced_by_copy`).
     for e in &events {
         e.internal.store(true, Ordering::Release);
         record_dropping(
@@ -310,7 +311,7 @@ pub(crate) fn fetch_one(
             0,
             target,
             Some(src),
-            |a| a.holds_up_copy(target, src),
+            |a| a.replaced_by_copy(target, src),
         );
     }
     Ok(events)
