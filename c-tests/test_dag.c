@@ -23,8 +23,9 @@
 
 static const char *kSource =
     "__kernel void dag_step(__global const uint *a, __global const uint *b, __global uint *d,\n"
-    "                   uint salt, uint mode) {\n"
+    "                   uint salt, uint mode, uint n) {\n"
     "  size_t i = get_global_id(0);\n"
+    "  if (i >= n) return;\n"
     "  uint x = a[i] + 2u * b[i] + salt;\n"
     "  if (mode == 0u) d[i] = d[i] * 3u + x;\n"
     "  else if (mode == 1u) { if ((i & 1u) == 0u) d[i] = x; }\n"
@@ -83,9 +84,14 @@ static syrah_status submit_step(syrah_queue *q, syrah_kernel *k, syrah_buffer *a
                                 syrah_buffer *b, size_t ob, syrah_buffer *d, size_t od,
                                 size_t len, uint32_t salt, uint32_t mode, syrah_event **ev) {
   syrah_accessor accs[3];
-  syrah_kernel_arg args[5];
-  syrah_range r = syrah_range_1d(len);
+  syrah_kernel_arg args[6];
+  /* One launch shape for every group: PoCL builds a kernel once per
+   * work-group size, and PoCL 5.0 aborts when one kernel runs with one
+   * work-group size over grids of several widths at once. */
+  syrah_range r = syrah_range_1d(N);
+  uint32_t n = (uint32_t)len;
   int i;
+  r.local_size[0] = 32;
   accs[0] = acc(a, SYRAH_ACCESS_READ, oa, len);
   accs[1] = acc(b, SYRAH_ACCESS_READ, ob, len);
   accs[2] = acc(d, kDModes[mode], od, len);
@@ -96,7 +102,8 @@ static syrah_status submit_step(syrah_queue *q, syrah_kernel *k, syrah_buffer *a
   }
   args[3] = syrah_arg_value(&salt, sizeof salt);
   args[4] = syrah_arg_value(&mode, sizeof mode);
-  return syrah_queue_submit_kernel(q, k, &r, accs, 3, args, 5, NULL, 0, ev);
+  args[5] = syrah_arg_value(&n, sizeof n);
+  return syrah_queue_submit_kernel(q, k, &r, accs, 3, args, 6, NULL, 0, ev);
 }
 
 static void model_apply(uint32_t *a, size_t oa, uint32_t *b, size_t ob, uint32_t *d, size_t od,
