@@ -11,7 +11,8 @@
  * SYRAH_DAG_SEED sets the first seed, SYRAH_DAG_GROUPS the command groups
  * of a run, SYRAH_DAG_BUFFERS its buffers and SYRAH_DAG_SETTING the one
  * setting to run (with exactly that seed). A failure prints the line that
- * reproduces it. */
+ * reproduces it. SYRAH_DAG_EXACT=1 launches each group over exactly its
+ * window instead of one fixed grid. */
 #include "testing.h"
 
 #include <stdint.h>
@@ -60,6 +61,7 @@ typedef struct {
   char name[256];
 } setting;
 
+static int exact_shape;
 static uint64_t rng_state;
 static uint32_t rnd(void) {
   rng_state ^= rng_state << 13;
@@ -87,11 +89,12 @@ static syrah_status submit_step(syrah_queue *q, syrah_kernel *k, syrah_buffer *a
   syrah_kernel_arg args[6];
   /* One launch shape for every group: PoCL builds a kernel once per
    * work-group size, and PoCL 5.0 aborts when one kernel runs with one
-   * work-group size over grids of several widths at once. */
-  syrah_range r = syrah_range_1d(N);
+   * work-group size over grids of several widths at once (its own bug;
+   * SYRAH_DAG_EXACT=1 launches exactly `len` work-items to show it). */
+  syrah_range r = syrah_range_1d(exact_shape ? len : N);
   uint32_t n = (uint32_t)len;
   int i;
-  r.local_size[0] = 32;
+  r.local_size[0] = exact_shape ? 0 : 32;
   accs[0] = acc(a, SYRAH_ACCESS_READ, oa, len);
   accs[1] = acc(b, SYRAH_ACCESS_READ, ob, len);
   accs[2] = acc(d, kDModes[mode], od, len);
@@ -483,6 +486,7 @@ int main(int argc, char **argv) {
   double seconds = (double)env_u64("SYRAH_STRESS_SECONDS", 30);
   int n, w, runs = 0;
   time_t start = time(NULL);
+  exact_shape = env_u64("SYRAH_DAG_EXACT", 0) != 0;
   if (nb < 3) nb = 3;
   if (nb > MAX_BUFFERS) nb = MAX_BUFFERS;
   label_devices();
