@@ -146,6 +146,24 @@ pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
     Ok(())
 }
 
+/// Runs `work` on the watcher thread once `ev` has completed or failed
+/// (on this thread at once if it already has): for work that must not run
+/// inside a driver's callback, such as freeing memory.
+/// Without a watcher thread, the driver's callback runs it.
+pub fn on_watcher(ev: &Arc<Event>, work: Continuation) -> Result<()> {
+    if ev.is_done() {
+        work();
+        return Ok(());
+    }
+    if !watcher_started() {
+        return when_done(ev, work);
+    }
+    let once = Arc::new(Once(Mutex::new(Some(work))));
+    WATCHED.pending.lock().push_back((ev.clone(), once));
+    WATCHED.wake.notify_one();
+    Ok(())
+}
+
 /// A user event of `ctx` that completes when `foreign`, an event of
 /// another context, does: commands of `ctx` can wait for it without
 /// blocking the submitting thread. Its own outcome is always success;

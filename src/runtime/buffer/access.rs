@@ -253,8 +253,11 @@ pub struct HostAccessor {
 impl Drop for HostAccessor {
     fn drop(&mut self) {
         self.hold.release();
-        let mut st = self.storage.state.lock();
-        prune(&mut st);
+        prune(&mut self.storage.state.lock());
+        // The buffer was released while this accessor was held.
+        if self.storage.is_orphaned() {
+            self.storage.free_when_idle();
+        }
     }
 }
 

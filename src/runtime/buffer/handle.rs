@@ -49,7 +49,8 @@ impl Buffer {
         let storage = Arc::new(Storage {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             geom,
-            allocator,
+            allocator: Mutex::new(allocator),
+            orphaned: AtomicBool::new(false),
             turn: Arc::new(Mutex::new(())),
             state: Mutex::new(State {
                 host: HostMem::None,
@@ -210,6 +211,16 @@ impl Buffer {
 impl Drop for Owner {
     fn drop(&mut self) {
         RELEASED_ALIVE.fetch_add(1, Ordering::AcqRel);
+        self.write_back_final();
+        // The memory goes as soon as the commands using it are done.
+        self.storage.free_when_idle();
+    }
+}
+
+impl Owner {
+    /// Writes the final data back where the ownership mode or the user
+    /// asked for it, waiting for the commands writing it.
+    fn write_back_final(&mut self) {
         let dest = if !self.write_back.load(Ordering::Acquire) {
             None
         } else if self.final_set.load(Ordering::Acquire) {

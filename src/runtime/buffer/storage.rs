@@ -196,7 +196,10 @@ pub(crate) struct State {
 pub struct Storage {
     pub id: u64,
     pub geom: Geometry,
-    pub(crate) allocator: Option<Arc<Allocator>>,
+    /// Taken (and its release called) once the memory is freed.
+    pub(crate) allocator: Mutex<Option<Arc<Allocator>>>,
+    /// The buffer's last handle has gone (see `free_when_idle`).
+    pub(crate) orphaned: AtomicBool,
     pub(crate) state: Mutex<State>,
     /// Held from looking for a command's conflicts until the command is
     /// recorded, so that commands submitted at once from several threads
@@ -267,7 +270,8 @@ pub(crate) static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Storage {
     pub(crate) fn alloc_host(&self, bytes: usize) -> Result<usize> {
-        let p = match &self.allocator {
+        let allocator = self.allocator.lock().clone();
+        let p = match &allocator {
             Some(a) => {
                 // SAFETY: the user's allocation callback.
                 unsafe { (a.allocate)(bytes, HOST_ALIGN, a.user_data as *mut c_void) }
@@ -287,7 +291,7 @@ impl Storage {
                 Status::OutOfHostMemory,
                 format!(
                     "the {} allocator returned no memory for {bytes} bytes of the buffer's host storage",
-                    if self.allocator.is_some() { "user's" } else { "default" }
+                    if allocator.is_some() { "user's" } else { "default" }
                 ),
             ));
         }
@@ -296,7 +300,8 @@ impl Storage {
 
     pub(crate) fn free_host(&self, ptr: usize) {
         let bytes = self.geom.bytes();
-        match &self.allocator {
+        let allocator = self.allocator.lock().clone();
+        match &allocator {
             Some(a) => {
                 if let Some(d) = a.deallocate {
                     // SAFETY: `ptr` came from this allocator with this size.
@@ -351,14 +356,29 @@ impl Drop for Storage {
         // Kernels using the storage held a reference to it (with or without
         // events of their own), so they are done; copies it tracks (an
         // asynchronous update of the host) may not be.
-        let st = self.state.get_mut();
-        for t in st.tracker.tokens() {
+        for t in self.state.get_mut().tracker.tokens() {
             if let Token::Cmd(e) = t {
                 let _ = e.wait();
             }
         }
-        let devs = std::mem::take(&mut st.devs);
-        let host = std::mem::replace(&mut st.host, HostMem::None);
+        self.free_memory();
+        let _ =
+            RELEASED_ALIVE.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}
+
+impl Storage {
+    /// Gives back the device allocations and the host storage and lets go
+    /// of the user's allocator; a second call finds nothing left. Only once
+    /// nothing can use the memory any more.
+    fn free_memory(&self) {
+        let (devs, host) = {
+            let mut st = self.state.lock();
+            (
+                std::mem::take(&mut st.devs),
+                std::mem::replace(&mut st.host, HostMem::None),
+            )
+        };
         if let Ok(api) = api() {
             for mut d in devs {
                 // The transfer queue goes first: its commands used the memory.
@@ -389,11 +409,62 @@ impl Drop for Storage {
                 }
             }
         }
-        let _ =
-            RELEASED_ALIVE.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
         if let HostMem::Owned { ptr } = host {
             self.free_host(ptr);
         }
+        // The user's allocator is called no more: its release runs now.
+        drop(self.allocator.lock().take());
+    }
+
+    /// Frees the memory once no command, host task or host accessor can
+    /// use it: called when the buffer's last handle goes, and again when a
+    /// host accessor is released after that. The commands that used the
+    /// storage may hold it until their queue next looks at them, but they
+    /// are done once every access its tracker still holds is (a dropped
+    /// entry was ordered before one kept), so the memory goes then, from
+    /// the watcher thread, without a call into the library.
+    pub(crate) fn free_when_idle(self: &Arc<Self>) {
+        self.orphaned.store(true, Ordering::Release);
+        let next = {
+            let st = self.state.lock();
+            let mut next = None;
+            for t in st.tracker.tokens() {
+                match t {
+                    Token::Cmd(e) if !e.is_done() => next = Some(e),
+                    Token::Lane(p) if !p.is_done() => match p.event() {
+                        Ok(Some(e)) => next = Some(e),
+                        Ok(None) => {}
+                        // Left to the storage's drop.
+                        Err(_) => return,
+                    },
+                    // Its release comes back here.
+                    Token::Host(h) if !h.released.load(Ordering::Acquire) => return,
+                    _ => {}
+                }
+                if next.is_some() {
+                    break;
+                }
+            }
+            next
+        };
+        match next {
+            None => self.free_memory(),
+            Some(e) => {
+                let weak = Arc::downgrade(self);
+                let again = Box::new(move || {
+                    if let Some(s) = weak.upgrade() {
+                        s.free_when_idle();
+                    }
+                });
+                // Without a way to be told, the storage's drop frees it.
+                let _ = crate::runtime::watch::on_watcher(&e, again);
+            }
+        }
+    }
+
+    /// Whether the buffer's last handle has gone.
+    pub(crate) fn is_orphaned(&self) -> bool {
+        self.orphaned.load(Ordering::Acquire)
     }
 }
 
