@@ -1531,8 +1531,9 @@ syrah_status syrah_get_pointer_device(const syrah_context *context,
 /*
  Copies `size` bytes from `source` to `destination` after `dependencies`.
  Either side may be USM of the queue's context or ordinary host memory,
- which must stay valid until the returned event completes. Ranges may not
- overlap. `out_event` may be NULL.
+ which must stay valid until the returned event completes; a copy
+ between two host arrays works on every device, with or without USM.
+ Ranges may not overlap. `out_event` may be NULL.
  */
 syrah_status syrah_queue_memcpy(const syrah_queue *queue,
                                 void *destination,
@@ -1621,6 +1622,16 @@ static inline syrah_kernel_arg syrah_arg_usm(const void *pointer) {
   return a;
 }
 
+/* Kernel argument `SYRAH_ARG_ACCESSOR`: accessor `index` of the command
+ * group (the kernel receives a pointer to its first element). */
+static inline syrah_kernel_arg syrah_arg_accessor(size_t index) {
+  syrah_kernel_arg a;
+  a.kind = SYRAH_ARG_ACCESSOR;
+  a.size = index;
+  a.value = NULL;
+  return a;
+}
+
 /* `bytes` of group-local memory for a __local pointer parameter. */
 static inline syrah_kernel_arg syrah_arg_local(size_t bytes) {
   syrah_kernel_arg a;
@@ -1673,6 +1684,117 @@ static inline syrah_range syrah_nd_range_2d(size_t global0, size_t global1, size
   r.local_size[0] = local0;
   r.local_size[1] = local1;
   return r;
+}
+
+/* A 3D nd-range. */
+static inline syrah_range syrah_nd_range_3d(size_t global0, size_t global1, size_t global2,
+                                            size_t local0, size_t local1, size_t local2) {
+  syrah_range r = syrah_range_3d(global0, global1, global2);
+  r.local_size[0] = local0;
+  r.local_size[1] = local1;
+  r.local_size[2] = local2;
+  return r;
+}
+
+/* Convenience constructors for buffers and accessors. */
+
+/* A buffer of `count` elements of `element_size` bytes over `host` (NULL
+ * with SYRAH_HOST_NONE), default pages, default allocator. `host` may point
+ * to const data (SYRAH_HOST_READ_ONLY or SYRAH_HOST_COPY_IN never write it). */
+static inline syrah_buffer_desc syrah_buffer_desc_1d(size_t element_size, size_t count,
+                                                     const void *host,
+                                                     syrah_host_ownership ownership) {
+  syrah_buffer_desc d;
+  size_t i;
+  d.element_size = element_size;
+  d.dimensions = 1;
+  for (i = 0; i < 3; ++i) {
+    d.range[i] = 0;
+    d.page_size[i] = 0;
+  }
+  d.range[0] = count;
+  d.host_pointer = (void *)(uintptr_t)host;
+  d.ownership = ownership;
+  d.still_shared = NULL;
+  d.shared_user_data = NULL;
+  d.allocator = NULL;
+  return d;
+}
+
+/* A 2D buffer of `rows` x `cols` elements (`cols` contiguous). */
+static inline syrah_buffer_desc syrah_buffer_desc_2d(size_t element_size, size_t rows, size_t cols,
+                                                     const void *host,
+                                                     syrah_host_ownership ownership) {
+  syrah_buffer_desc d = syrah_buffer_desc_1d(element_size, rows, host, ownership);
+  d.dimensions = 2;
+  d.range[1] = cols;
+  return d;
+}
+
+/* A 3D buffer of `slices` x `rows` x `cols` elements (`cols` contiguous). */
+static inline syrah_buffer_desc syrah_buffer_desc_3d(size_t element_size, size_t slices,
+                                                     size_t rows, size_t cols, const void *host,
+                                                     syrah_host_ownership ownership) {
+  syrah_buffer_desc d = syrah_buffer_desc_2d(element_size, slices, rows, host, ownership);
+  d.dimensions = 3;
+  d.range[2] = cols;
+  return d;
+}
+
+/* An accessor over the whole of `buffer`. */
+static inline syrah_accessor syrah_accessor_whole(const syrah_buffer *buffer,
+                                                  syrah_access_mode mode) {
+  syrah_accessor a;
+  size_t i;
+  a.buffer = buffer;
+  a.mode = mode;
+  for (i = 0; i < 3; ++i) {
+    a.offset[i] = 0;
+    a.range[i] = 0;
+  }
+  return a;
+}
+
+/* An accessor over `count` elements of a 1D buffer from element `offset`. */
+static inline syrah_accessor syrah_accessor_range_1d(const syrah_buffer *buffer,
+                                                     syrah_access_mode mode, size_t offset,
+                                                     size_t count) {
+  syrah_accessor a = syrah_accessor_whole(buffer, mode);
+  a.offset[0] = offset;
+  a.range[0] = count;
+  return a;
+}
+
+/* An accessor over `rows` x `cols` elements of a 2D buffer from
+ * (`row`, `col`). */
+static inline syrah_accessor syrah_accessor_range_2d(const syrah_buffer *buffer,
+                                                     syrah_access_mode mode, size_t row,
+                                                     size_t col, size_t rows, size_t cols) {
+  syrah_accessor a = syrah_accessor_range_1d(buffer, mode, row, rows);
+  a.offset[1] = col;
+  a.range[1] = cols;
+  return a;
+}
+
+/* An accessor over a box of a 3D buffer: `extent` elements from `origin`
+ * (slice, row, column). */
+static inline syrah_accessor syrah_accessor_range_3d(const syrah_buffer *buffer,
+                                                     syrah_access_mode mode,
+                                                     const size_t origin[3],
+                                                     const size_t extent[3]) {
+  syrah_accessor a = syrah_accessor_whole(buffer, mode);
+  size_t i;
+  for (i = 0; i < 3; ++i) {
+    a.offset[i] = origin[i];
+    a.range[i] = extent[i];
+  }
+  return a;
+}
+
+/* An array of events as the dependency lists take it, without a cast at
+ * every call: `syrah_events(evs)` for `syrah_event *evs[n]`. */
+static inline const syrah_event *const *syrah_events(syrah_event *const *events) {
+  return (const syrah_event *const *)events;
 }
 
 #ifdef __cplusplus

@@ -300,8 +300,9 @@ unsafe fn queue_op_quiet(
 
 /// Copies `size` bytes from `source` to `destination` after `dependencies`.
 /// Either side may be USM of the queue's context or ordinary host memory,
-/// which must stay valid until the returned event completes. Ranges may not
-/// overlap. `out_event` may be NULL.
+/// which must stay valid until the returned event completes; a copy
+/// between two host arrays works on every device, with or without USM.
+/// Ranges may not overlap. `out_event` may be NULL.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_queue_memcpy(
     queue: *const Queue,

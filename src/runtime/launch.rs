@@ -105,6 +105,9 @@ impl Queue {
                     ))
                 }
                 Arg::Local(n) => dynamic.push(*n),
+                // A null pointer is passed as OpenCL's null global pointer,
+                // on every device.
+                Arg::Usm(p) if p.is_null() => {}
                 Arg::Usm(p) => {
                     if self.ctx.strategy == UsmStrategy::None {
                         return Err(Error::new(
@@ -201,6 +204,16 @@ pub(crate) fn set_args(
                     }
                 }
                 rc
+            },
+            // SAFETY: a null memory object value sets a null global
+            // pointer (OpenCL's clSetKernelArg).
+            Arg::Usm(p) if p.is_null() => unsafe {
+                (api.clSetKernelArg)(
+                    kernel.cl,
+                    idx,
+                    std::mem::size_of::<cl_mem>(),
+                    std::ptr::null(),
+                )
             },
             Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
                 // SAFETY: the extension takes any USM pointer value.

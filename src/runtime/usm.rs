@@ -187,7 +187,6 @@ impl Queue {
         deps: &[Arc<Event>],
         want_event: bool,
     ) -> Result<Submitted> {
-        self.require_usm("memcpy")?;
         if size == 0 {
             return self.marker(deps, "memcpy of 0 bytes").map(Submitted::Event);
         }
@@ -201,6 +200,24 @@ impl Queue {
             return Err(Error::invalid(format!(
                 "memcpy source {s:#x} and destination {d:#x} overlap over {size} bytes"
             )));
+        }
+        if self.ctx.strategy == UsmStrategy::None {
+            // Without USM both sides are host memory: the copy needs no
+            // device, and runs on a host thread in the queue's order.
+            let me = self.self_arc().ok_or_else(|| {
+                Error::new(Status::Internal, "a memcpy on a queue being dropped")
+            })?;
+            let job = move |_: u64, _: &Event| -> Result<()> {
+                // SAFETY: the caller keeps both host ranges valid until the
+                // copy's event completes, after this returns; they do not
+                // overlap (checked above).
+                unsafe { std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, size) };
+                Ok(())
+            };
+            let what = format!("memcpy of {size} bytes between host memory");
+            return me
+                .submit_host_job(deps, &what, size, None, Box::new(job))
+                .map(Submitted::Event);
         }
         self.check_copy_operand(dst, size, "memcpy destination")?;
         self.check_copy_operand(src, size, "memcpy source")?;

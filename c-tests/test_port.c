@@ -1,0 +1,149 @@
+/* What ports of ordinary OpenCL programs lean on, on every device with or
+ * without USM: memcpy between two host arrays, a null global pointer
+ * argument, and the one-line constructors for buffers, accessors,
+ * accessor arguments, 3D nd-ranges and dependency lists. */
+#include "testing.h"
+
+#define N 1024
+
+static const char *kSource =
+    "__kernel void axpy(__global const float *x, __global float *y, __global int *unused,\n"
+    "                   float a) {\n"
+    "  size_t i = get_global_id(0);\n"
+    "  if (unused) y[i] = -1.0f; else y[i] += a * x[i];\n"
+    "}\n"
+    "__kernel void box(__global int *p, int row_pitch, int slice_pitch, int v) {\n"
+    "  size_t x = get_global_id(2), y = get_global_id(1), z = get_global_id(0);\n"
+    "  p[z * slice_pitch + y * row_pitch + x] += v;\n"
+    "}\n";
+
+static void host_memcpy(const syrah_device *d, syrah_queue_flags flags) {
+  syrah_queue *q = NULL;
+  static int a[N], b[N], c[N];
+  int i, ok;
+  syrah_event *e1 = NULL, *e2 = NULL;
+  REQUIRE_OK(syrah_queue_create(NULL, d, flags, NULL, NULL, &q));
+  for (i = 0; i < N; ++i) {
+    a[i] = i * 3 + 1;
+    b[i] = c[i] = -1;
+  }
+  /* a -> b, then b -> c after it (dependency list from plain events). */
+  EXPECT_OK(syrah_queue_memcpy(q, b, a, sizeof a, NULL, 0, &e1));
+  EXPECT_OK(syrah_queue_memcpy(q, c, b, sizeof b, syrah_events(&e1), 1, &e2));
+  EXPECT_OK(syrah_event_wait(e2));
+  for (i = 0, ok = 1; i < N; ++i) ok &= b[i] == i * 3 + 1 && c[i] == i * 3 + 1;
+  EXPECT_TRUE(ok);
+  /* A part, at an odd offset, with no event: the queue wait covers it. */
+  EXPECT_OK(syrah_queue_memcpy(q, c + 7, a + 100, 13 * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(q));
+  for (i = 0, ok = 1; i < N; ++i) ok &= c[i] == (i >= 7 && i < 20 ? (i + 93) * 3 + 1 : i * 3 + 1);
+  EXPECT_TRUE(ok);
+  EXPECT_ERR(syrah_queue_memcpy(q, a + 4, a, 8 * sizeof(int), NULL, 0, NULL),
+             SYRAH_ERROR_INVALID_ARGUMENT, "overlap");
+  syrah_event_release(e1);
+  syrah_event_release(e2);
+  syrah_queue_release(q);
+}
+
+static void kernels(const syrah_device *d) {
+  syrah_queue *q = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *axpy = NULL, *box = NULL;
+  static float x[N], y[N];
+  static int cube[4 * 6 * 8];
+  float a = 2.0f;
+  int i, ok, one = 1, pitch_row = 8, pitch_slice = 48;
+  syrah_buffer *bx = NULL, *by = NULL, *bz = NULL, *bc = NULL;
+  syrah_buffer_desc dx, dy;
+  syrah_accessor acc[3];
+  syrah_kernel_arg args[4];
+  syrah_range r;
+  syrah_host_accessor *ha = NULL;
+  float *p = NULL;
+  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "axpy", &axpy));
+  REQUIRE_OK(syrah_kernel_create(prog, "box", &box));
+  for (i = 0; i < N; ++i) {
+    x[i] = (float)i;
+    y[i] = 1.0f;
+  }
+  /* const input, read-only; output written back into the user's array. */
+  dx = syrah_buffer_desc_1d(sizeof(float), N, (const float *)x, SYRAH_HOST_READ_ONLY);
+  dy = syrah_buffer_desc_1d(sizeof(float), N, y, SYRAH_HOST_WRITE_BACK);
+  EXPECT_EQ(dx.dimensions, 1);
+  EXPECT_EQ(dx.range[0], N);
+  EXPECT_EQ(dx.page_size[0], 0);
+  EXPECT_TRUE(dx.allocator == NULL && dx.still_shared == NULL);
+  REQUIRE_OK(syrah_buffer_create(&dx, &bx));
+  REQUIRE_OK(syrah_buffer_create(&dy, &by));
+  acc[0] = syrah_accessor_whole(bx, SYRAH_ACCESS_READ);
+  acc[1] = syrah_accessor_range_1d(by, SYRAH_ACCESS_READ_WRITE, 0, N);
+  args[0] = syrah_arg_accessor(0);
+  args[1] = syrah_arg_accessor(1);
+  args[2] = syrah_arg_usm(NULL); /* an unused pointer parameter */
+  args[3] = syrah_arg_value(&a, sizeof a);
+  EXPECT_EQ(args[1].kind, SYRAH_ARG_ACCESSOR);
+  EXPECT_EQ(args[1].size, 1);
+  r = syrah_range_1d(N);
+  EXPECT_OK(syrah_queue_submit_kernel(q, axpy, &r, acc, 2, args, 4, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(by, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; p && i < N; ++i) ok &= p[i] == 1.0f + 2.0f * (float)i;
+  EXPECT_TRUE(p && ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_release(bx));
+  EXPECT_OK(syrah_buffer_release(by));
+  for (i = 0, ok = 1; i < N; ++i) ok &= y[i] == 1.0f + 2.0f * (float)i && x[i] == (float)i;
+  EXPECT_TRUE(ok);
+
+  /* A box of a 3D buffer, launched as a 3D nd-range. */
+  {
+    syrah_buffer_desc dc = syrah_buffer_desc_3d(sizeof(int), 4, 6, 8, cube, SYRAH_HOST_WRITE_BACK);
+    size_t origin[3] = {0, 0, 0}, extent[3] = {4, 6, 8};
+    syrah_kernel_arg bargs[4];
+    memset(cube, 0, sizeof cube);
+    EXPECT_EQ(dc.dimensions, 3);
+    EXPECT_TRUE(dc.range[0] == 4 && dc.range[1] == 6 && dc.range[2] == 8);
+    REQUIRE_OK(syrah_buffer_create(&dc, &bc));
+    acc[0] = syrah_accessor_range_3d(bc, SYRAH_ACCESS_READ_WRITE, origin, extent);
+    bargs[0] = syrah_arg_accessor(0);
+    bargs[1] = syrah_arg_value(&pitch_row, sizeof pitch_row);
+    bargs[2] = syrah_arg_value(&pitch_slice, sizeof pitch_slice);
+    bargs[3] = syrah_arg_value(&one, sizeof one);
+    r = syrah_nd_range_3d(4, 6, 8, 2, 3, 4);
+    EXPECT_EQ(r.dimensions, 3);
+    EXPECT_TRUE(r.local_size[0] == 2 && r.local_size[1] == 3 && r.local_size[2] == 4);
+    EXPECT_OK(syrah_queue_submit_kernel(q, box, &r, acc, 1, bargs, 4, NULL, 0, NULL));
+    EXPECT_OK(syrah_buffer_release(bc));
+    for (i = 0, ok = 1; i < 4 * 6 * 8; ++i) ok &= cube[i] == 1;
+    EXPECT_TRUE(ok);
+  }
+  /* 2D constructor and a 2D ranged accessor. */
+  {
+    syrah_buffer_desc d2 = syrah_buffer_desc_2d(sizeof(int), 6, 8, NULL, SYRAH_HOST_NONE);
+    syrah_accessor a2 = syrah_accessor_range_2d(NULL, SYRAH_ACCESS_READ, 2, 3, 4, 5);
+    EXPECT_TRUE(d2.dimensions == 2 && d2.range[0] == 6 && d2.range[1] == 8 && d2.host_pointer == NULL);
+    EXPECT_TRUE(a2.offset[0] == 2 && a2.offset[1] == 3 && a2.range[0] == 4 && a2.range[1] == 5);
+    REQUIRE_OK(syrah_buffer_create(&d2, &bz));
+    EXPECT_OK(syrah_buffer_release(bz));
+  }
+  EXPECT_OK(syrah_queue_wait(q));
+  syrah_kernel_release(axpy);
+  syrah_kernel_release(box);
+  syrah_program_release(prog);
+  syrah_queue_release(q);
+  syrah_context_release(ctx);
+}
+
+static void per_device(const syrah_device *d) {
+  host_memcpy(d, SYRAH_QUEUE_IN_ORDER);
+  host_memcpy(d, 0);
+  kernels(d);
+}
+
+int main(void) {
+  t_for_each_device(per_device);
+  return t_finish("test_port");
+}
