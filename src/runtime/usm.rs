@@ -204,9 +204,9 @@ impl Queue {
         if self.ctx.strategy == UsmStrategy::None {
             // Without USM both sides are host memory: the copy needs no
             // device, and runs on a host thread in the queue's order.
-            let me = self.self_arc().ok_or_else(|| {
-                Error::new(Status::Internal, "a memcpy on a queue being dropped")
-            })?;
+            let me = self
+                .self_arc()
+                .ok_or_else(|| Error::new(Status::Internal, "a memcpy on a queue being dropped"))?;
             let job = move |_: u64, _: &Event| -> Result<()> {
                 // SAFETY: the caller keeps both host ranges valid until the
                 // copy's event completes, after this returns; they do not
