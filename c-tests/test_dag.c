@@ -56,8 +56,6 @@ typedef struct {
   syrah_queue *q[MAX_QUEUES];
   syrah_kernel *k[MAX_QUEUES];
   syrah_program *p[MAX_QUEUES];
-  /* Offsets are multiples of this (in elements) on devices without USM. */
-  size_t align;
   char name[256];
 } setting;
 
@@ -194,14 +192,6 @@ static void close_setting(setting *s) {
   memset(s, 0, sizeof *s);
 }
 
-static size_t align_of(const syrah_device *d) {
-  char strategy[64] = "";
-  syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy, sizeof strategy,
-                               NULL);
-  /* Without USM a ranged accessor must start 128 bytes into the buffer. */
-  return strcmp(strategy, "none") == 0 ? 32 : 1;
-}
-
 /* Opens queues on `devs` (one context per platform) with `flags[i]`. */
 static int open_setting(setting *s, const syrah_device **devs, const syrah_queue_flags *flags,
                         int nq, const char *name) {
@@ -210,7 +200,6 @@ static int open_setting(setting *s, const syrah_device **devs, const syrah_queue
   int i, j;
   memset(s, 0, sizeof *s);
   s->nq = nq;
-  s->align = 1;
   snprintf(s->name, sizeof s->name, "%s", name);
   for (i = 0; i < nq; ++i)
     syrah_device_get_info_u64(devs[i], SYRAH_DEVICE_INFO_PLATFORM_INDEX, &plat[i]);
@@ -236,7 +225,6 @@ static int open_setting(setting *s, const syrah_device **devs, const syrah_queue
   }
   for (i = 0; i < nq; ++i) {
     syrah_status st = syrah_queue_create(ctx[i], devs[i], flags[i], NULL, NULL, &s->q[i]);
-    if (align_of(devs[i]) > s->align) s->align = align_of(devs[i]);
     if (st != SYRAH_SUCCESS) T_FAIL("%s: queue %d: %s", name, i, syrah_last_error_message());
   }
   for (i = 0; i < nq; ++i) syrah_context_release(ctx[i]);
@@ -317,16 +305,16 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
     {
       int ai = (int)below((size_t)nb), bi = (int)below((size_t)nb), di;
       uint32_t mode = (uint32_t)below(4), salt = 1000u + (uint32_t)g;
-      size_t len, oa, ob, od, al = s->align;
+      size_t len, oa, ob, od;
       syrah_event *ev = NULL;
       syrah_status st;
       do di = (int)below((size_t)nb);
       while (di == ai || di == bi);
       /* Mostly short windows, sometimes long ones. */
       len = 1 + (rnd() % 4 == 0 ? below(N) : below(N / 4));
-      oa = below(N - len + 1) / al * al;
-      ob = below(N - len + 1) / al * al;
-      od = below(N - len + 1) / al * al;
+      oa = below(N - len + 1);
+      ob = below(N - len + 1);
+      od = below(N - len + 1);
       st = submit_step(s->q[qi], s->k[qi], b[ai], oa, b[bi], ob, b[di], od, len, salt, mode,
                        rnd() % 5 == 0 ? &ev : NULL);
       if (st != SYRAH_SUCCESS) {
@@ -461,12 +449,6 @@ static void run_fixed(void) {
       f[0] = k == 0 ? 0 : SYRAH_QUEUE_IN_ORDER;
       snprintf(name, sizeof name, "%.120s, %s queue", labels[i], k == 0 ? "out-of-order" : "in-order");
       t_device = labels[i];
-      if (align_of(devs[i]) > 1) {
-        t_skip("the seven-group sequence",
-               "its windows start at elements that are not 128-byte aligned, which ranged accessors "
-               "without USM refuse");
-        break;
-      }
       if (!open_setting(&s, d, f, 1, name)) {
         close_setting(&s);
         continue;

@@ -1,6 +1,7 @@
 /* What ports of ordinary OpenCL programs lean on, on every device with or
  * without USM: memcpy between two host arrays, a null global pointer
- * argument, and the one-line constructors for buffers, accessors,
+ * argument, ranged accessors at any element offset, and the one-line
+ * constructors for buffers, accessors,
  * accessor arguments, 3D nd-ranges and dependency lists. */
 #include "testing.h"
 
@@ -137,10 +138,119 @@ static void kernels(const syrah_device *d) {
   syrah_context_release(ctx);
 }
 
+/* Ranged accessors at element offsets that are not 128-byte aligned, in
+ * 1, 2 and 3 dimensions: on devices without USM their windows are staged. */
+static void offsets(const syrah_device *d) {
+  syrah_queue *q = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *box = NULL, *copy = NULL;
+  static int one[64], two[8 * 16], three[5 * 6 * 7], out[16];
+  int i, ok, v = 100, pr, ps;
+  syrah_buffer *b = NULL, *c = NULL;
+  syrah_buffer_desc bd;
+  syrah_accessor acc[2];
+  syrah_kernel_arg args[4];
+  syrah_range r;
+  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_program_create_from_source(
+      ctx,
+      "__kernel void box(__global int *p, int row_pitch, int slice_pitch, int v) {\n"
+      "  size_t x = get_global_id(2), y = get_global_id(1), z = get_global_id(0);\n"
+      "  p[z * slice_pitch + y * row_pitch + x] += v;\n"
+      "}\n"
+      "__kernel void copy(__global const int *a, __global int *b) {\n"
+      "  b[get_global_id(0)] = a[get_global_id(0)];\n"
+      "}\n",
+      NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "box", &box));
+  REQUIRE_OK(syrah_kernel_create(prog, "copy", &copy));
+  args[0] = syrah_arg_accessor(0);
+  args[1] = syrah_arg_value(&pr, sizeof pr);
+  args[2] = syrah_arg_value(&ps, sizeof ps);
+  args[3] = syrah_arg_value(&v, sizeof v);
+
+  /* 1D: ten elements from element 3. */
+  for (i = 0; i < 64; ++i) one[i] = i;
+  bd = syrah_buffer_desc_1d(sizeof(int), 64, one, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  acc[0] = syrah_accessor_range_1d(b, SYRAH_ACCESS_READ_WRITE, 3, 10);
+  pr = ps = 0;
+  r = syrah_range_3d(1, 1, 10);
+  EXPECT_OK(syrah_queue_submit_kernel(q, box, &r, acc, 1, args, 4, NULL, 0, NULL));
+  /* Read from element 5 into another buffer. */
+  bd = syrah_buffer_desc_1d(sizeof(int), 16, out, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &c));
+  acc[0] = syrah_accessor_range_1d(b, SYRAH_ACCESS_READ, 5, 16);
+  acc[1] = syrah_accessor_whole(c, SYRAH_ACCESS_DISCARD_WRITE);
+  {
+    syrah_kernel_arg cargs[2];
+    cargs[0] = syrah_arg_accessor(0);
+    cargs[1] = syrah_arg_accessor(1);
+    r = syrah_range_1d(16);
+    EXPECT_OK(syrah_queue_submit_kernel(q, copy, &r, acc, 2, cargs, 2, NULL, 0, NULL));
+  }
+  EXPECT_OK(syrah_buffer_release(c));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < 64; ++i) ok &= one[i] == i + (i >= 3 && i < 13 ? 100 : 0);
+  EXPECT_TRUE(ok);
+  for (i = 0, ok = 1; i < 16; ++i) ok &= out[i] == i + 5 + (i + 5 < 13 ? 100 : 0);
+  EXPECT_TRUE(ok);
+
+  /* 2D: rows 5 and 6, columns 3 to 6, of 8 rows of 16. */
+  for (i = 0; i < 8 * 16; ++i) two[i] = i;
+  bd = syrah_buffer_desc_2d(sizeof(int), 8, 16, two, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  acc[0] = syrah_accessor_range_2d(b, SYRAH_ACCESS_READ_WRITE, 5, 3, 2, 4);
+  pr = 16;
+  ps = 0;
+  r = syrah_range_3d(1, 2, 4);
+  EXPECT_OK(syrah_queue_submit_kernel(q, box, &r, acc, 1, args, 4, NULL, 0, NULL));
+  /* The columns beside it, written at the same time, are kept. */
+  acc[0] = syrah_accessor_range_2d(b, SYRAH_ACCESS_READ_WRITE, 5, 9, 2, 2);
+  r = syrah_range_3d(1, 2, 2);
+  EXPECT_OK(syrah_queue_submit_kernel(q, box, &r, acc, 1, args, 4, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < 8 * 16; ++i) {
+    int row = i / 16, col = i % 16;
+    int in = row >= 5 && row < 7 && ((col >= 3 && col < 7) || (col >= 9 && col < 11));
+    ok &= two[i] == i + (in ? 100 : 0);
+  }
+  EXPECT_TRUE(ok);
+
+  /* 3D: the box of 2 x 3 x 4 at (1, 2, 3) of 5 x 6 x 7. */
+  for (i = 0; i < 5 * 6 * 7; ++i) three[i] = i;
+  bd = syrah_buffer_desc_3d(sizeof(int), 5, 6, 7, three, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  {
+    size_t origin[3] = {1, 2, 3}, extent[3] = {2, 3, 4};
+    acc[0] = syrah_accessor_range_3d(b, SYRAH_ACCESS_READ_WRITE, origin, extent);
+  }
+  pr = 7;
+  ps = 42;
+  r = syrah_range_3d(2, 3, 4);
+  EXPECT_OK(syrah_queue_submit_kernel(q, box, &r, acc, 1, args, 4, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < 5 * 6 * 7; ++i) {
+    int z = i / 42, y = (i / 7) % 6, x = i % 7;
+    int in = z >= 1 && z < 3 && y >= 2 && y < 5 && x >= 3 && x < 7;
+    ok &= three[i] == i + (in ? 100 : 0);
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_queue_wait(q));
+  syrah_kernel_release(box);
+  syrah_kernel_release(copy);
+  syrah_program_release(prog);
+  syrah_queue_release(q);
+  syrah_context_release(ctx);
+}
+
 static void per_device(const syrah_device *d) {
   host_memcpy(d, SYRAH_QUEUE_IN_ORDER);
   host_memcpy(d, 0);
   kernels(d);
+  offsets(d);
 }
 
 int main(void) {

@@ -369,10 +369,8 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             let _group = (!reqs.is_empty()).then(|| q.group_lane());
             let mut on_lanes = crate::runtime::queue::LanePositions::new();
             let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
-            let ptrs = prepared
-                .iter()
-                .map(|p| Ok((p.ptr, p.arg_mem()?)))
-                .collect::<Result<SmallVec<[(usize, Option<usize>); 8]>>>()?;
+            let staged = q.stage_windows(&prepared, &mut deps, &on_lanes)?;
+            let ptrs = crate::runtime::buffer::accessor_args(&prepared, &staged)?;
             // SAFETY: forwarded contract.
             let a = unsafe { args_from(args, arg_count, &ptrs) }?;
             let keep = if prepared.is_empty() {
@@ -384,9 +382,11 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             };
             // With no event asked for, the command may go without one: later
             // accesses find it by its place on its lane.
-            let want_event = !out_event.is_null() || prepared.iter().any(|p| p.eventful);
+            let want_event =
+                !out_event.is_null() || !staged.is_empty() || prepared.iter().any(|p| p.eventful);
             let done = q.launch(k, &kinfo, &nd, &a, &deps, &on_lanes, keep, want_event)?;
             q.commit_submitted(&prepared, &done);
+            q.unstage_windows(&prepared, staged, &done)?;
             done
         };
         // SAFETY: forwarded contract.

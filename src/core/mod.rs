@@ -22,3 +22,4 @@ pub mod slab;
 pub mod staging;
 pub mod stream;
 pub mod trace;
+pub mod window;

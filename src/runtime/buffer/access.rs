@@ -7,6 +7,7 @@ use super::storage::{take_turns, Buffer, Deps, HostHold, Mode, Storage, Token, T
 use super::transfer::{fetch, prune, prune_if, record, token_events};
 use crate::core::error::{Error, Result};
 use crate::core::pages::{self, Box3};
+use crate::core::window::{self, Window};
 use crate::runtime::event::Event;
 use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
 use parking_lot::Mutex;
@@ -35,6 +36,11 @@ pub struct Prepared {
     pub ptr: usize,
     /// Byte offset of the accessor's first element in the buffer.
     pub offset: usize,
+    /// Where a device without USM cannot view the buffer from the
+    /// accessor's first element: the window to stage (see `window.rs`).
+    pub window: Option<Window>,
+    /// The accessor needs the current contents (not a discard mode).
+    pub needs_data: bool,
     /// The storage's turn, held until the command is recorded and this is
     /// dropped (by the first accessor of each storage).
     _turn: Option<Turn>,
@@ -119,6 +125,12 @@ impl Queue {
             }
             let off = r.buffer.view.byte_offset(r.offset);
             let base = st.devs[alloc - 1].ptr;
+            let window =
+                if base == 0 && window::needs_staging(off, st.devs[alloc - 1].device.base_align) {
+                    Window::of(&r.buffer.view, r.offset, r.range)
+                } else {
+                    None
+                };
             let eventful = st.eventful;
             drop(st);
             slots[i] = Some(Prepared {
@@ -129,6 +141,8 @@ impl Queue {
                 alloc,
                 ptr: if base != 0 { base + off } else { 0 },
                 offset: off,
+                window,
+                needs_data: r.mode.needs_data(),
                 _turn: turn,
             });
         }

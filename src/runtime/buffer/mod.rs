@@ -4,7 +4,8 @@
 //! dependencies inferred from accesses. The files, from the bottom up:
 //! `storage` (the state), `alloc` (memory), `transfer` (moving pages and
 //! recording commands), `access` (command groups' and host accessors),
-//! `copies` (explicit copies and fills) and `handle` (the user's handles).
+//! `copies` (explicit copies and fills), `window` (accessor windows staged
+//! for devices without USM) and `handle` (the user's handles).
 
 mod access;
 mod alloc;
@@ -12,6 +13,7 @@ mod copies;
 mod handle;
 mod storage;
 mod transfer;
+mod window;
 
 pub use access::{held_storages, AccessReq, HostAccessor, HostPrepared, Prepared};
 pub use alloc::views_work;
@@ -19,3 +21,4 @@ pub use handle::native_of;
 pub use storage::{
     Allocator, Buffer, BufferDesc, Deps, Mode, Owner, Ownership, Stats, Storage, Turn,
 };
+pub use window::{accessor_args, StagedWindows};
