@@ -9,7 +9,7 @@ bash scripts/build.sh
 "$SYRAH_PREFIX/bin/syrah-info"
 cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/examples -j "$(nproc)"
-for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled graph_replay dlopen_vector_add; do
+for e in $(cat c-examples/examples.list); do
   echo "== $e"
   LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" build/examples/$e
 done

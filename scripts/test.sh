@@ -87,7 +87,7 @@ cmake -S c-examples -B build/examples-asan -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" \
 cmake --build build/examples-asan -j "$(nproc)"
 san_failed=0
 for dev in 0.0 0.1; do
-  for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled graph_replay dlopen_vector_add; do
+  for e in $(cat c-examples/examples.list); do
     if sanitized env LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" SYRAH_DEVICE=$dev build/examples-asan/$e \
       > "build/examples-asan/$e.$dev.log" 2>&1; then
       echo "ok   $e on PoCL device $dev under ASan+UBSan, no leak"
@@ -100,13 +100,16 @@ for dev in 0.0 0.1; do
 done
 [ "$san_failed" -eq 0 ]
 
+echo "== the ports' host code, Syrah against raw OpenCL (docs/ports.md)"
+bash scripts/port_lines.sh
 echo "== examples on every device"
 cmake -S c-examples -B build/examples -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/examples -j "$(nproc)"
 passed=0
 failed=0
+# The raw OpenCL halves of the ports run too: the same results, by hand.
 for dev in $("$SYRAH_PREFIX/bin/syrah-info" | awk '/^  Device /{print $2}'); do
-  for e in device_list vector_add reduction_local_arg reduction_local_array stencil_two_devices matmul_tiled graph_replay dlopen_vector_add; do
+  for e in $(cat c-examples/examples.list) port_gemm_opencl port_jacobi_opencl; do
     if LD_LIBRARY_PATH="$SYRAH_PREFIX/lib" SYRAH_DEVICE=$dev build/examples/$e > "build/examples/$e.$dev.log" 2>&1; then
       passed=$((passed + 1))
       echo "ok   $e on device $dev: $(tail -1 "build/examples/$e.$dev.log")"
