@@ -145,6 +145,7 @@ static void test_without_device(void) {
   BAD(syrah_program_release(NULL), NUL, "program");
   BAD(syrah_kernel_create(NULL, "add", NULL), NUL, "");
   BAD(syrah_kernel_get_info(NULL, NULL, SYRAH_KERNEL_INFO_NUM_ARGS, NULL), NUL, "");
+  BAD(syrah_kernel_set_arg(NULL, 0, NULL), NUL, "kernel");
   BAD(syrah_kernel_retain(NULL), NUL, "kernel");
   BAD(syrah_kernel_release(NULL), NUL, "kernel");
 
@@ -342,6 +343,31 @@ static void test_launch_input(const syrah_device *d, const syrah_context *ctx, c
     BAD(syrah_queue_launch(q, loc, &r, args, 2, NULL, 0, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS, "0");
   }
 
+  {
+    /* Binding: an index past the parameters, kinds that cannot be bound,
+     * a NULL value; then a launch missing an argument nothing bound. */
+    syrah_kernel_arg bad_arg = syrah_arg_accessor(0);
+    uint64_t nargs = 0;
+    EXPECT_OK(syrah_kernel_get_info(add, d, SYRAH_KERNEL_INFO_NUM_ARGS, &nargs));
+    BAD(syrah_kernel_set_arg(add, (uint32_t)nargs, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS, "no argument");
+    BAD(syrah_kernel_set_arg(add, 0, &bad_arg), SYRAH_ERROR_KERNEL_ARGUMENTS, "cannot be bound");
+    bad_arg.kind = 77;
+    BAD(syrah_kernel_set_arg(add, 0, &bad_arg), SYRAH_ERROR_KERNEL_ARGUMENTS, "77");
+    bad_arg = syrah_arg_value(NULL, 4);
+    BAD(syrah_kernel_set_arg(add, 0, &bad_arg), NUL, "NULL value");
+    bad_arg = syrah_arg_local(0);
+    BAD(syrah_kernel_set_arg(add, 0, &bad_arg), SYRAH_ERROR_KERNEL_ARGUMENTS, "0 bytes");
+    r = syrah_range_1d(4);
+    BAD(syrah_queue_launch(q, add, &r, NULL, 0, NULL, 0, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS,
+        "argument 0 is not bound");
+    bad_arg = syrah_arg_bound();
+    BAD(syrah_queue_launch(q, add, &r, &bad_arg, 1, NULL, 0, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS,
+        "args[0] is SYRAH_ARG_BOUND but argument 0");
+    bad_arg.kind = SYRAH_ARG_ACCESSOR_ROW_PITCH;
+    bad_arg.size = 0;
+    BAD(syrah_queue_launch(q, add, &r, &bad_arg, 1, NULL, 0, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS,
+        "pitch of accessor 0");
+  }
   BAD(syrah_kernel_get_info(add, d, 99, &value), INV, "99");
   BAD(syrah_kernel_get_info(add, d, SYRAH_KERNEL_INFO_NUM_ARGS, NULL), NUL, "out_value");
   BAD(syrah_kernel_get_info(add, NULL, SYRAH_KERNEL_INFO_NUM_ARGS, &value), NUL, "device");
@@ -685,6 +711,7 @@ static void test_released(const syrah_device *d) {
   EXPECT_OK(syrah_kernel_release(k));
   BAD(syrah_kernel_get_info(k, d, SYRAH_KERNEL_INFO_NUM_ARGS, &v), SYRAH_ERROR_INVALID_HANDLE, "kernel");
   BAD(syrah_kernel_retain(k), SYRAH_ERROR_INVALID_HANDLE, "kernel");
+  BAD(syrah_kernel_set_arg(k, 0, NULL), SYRAH_ERROR_INVALID_HANDLE, "kernel");
   BAD(syrah_kernel_release(k), SYRAH_ERROR_INVALID_HANDLE, "kernel");
   EXPECT_OK(syrah_program_release(prog));
   BAD(syrah_kernel_create(prog, "add", &k), SYRAH_ERROR_INVALID_HANDLE, "program");

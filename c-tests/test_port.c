@@ -246,11 +246,99 @@ static void offsets(const syrah_device *d) {
   syrah_context_release(ctx);
 }
 
+/* Arguments bound to a kernel once, overridden per launch; and accessor
+ * pitches passed as arguments. */
+static void bound_args(const syrah_device *d) {
+  syrah_queue *q = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *scale = NULL, *add2d = NULL;
+  static float v[64];
+  static int m[6 * 10];
+  float f = 2.0f, g = 3.0f;
+  int n = 64, i, ok, plus = 1000;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd;
+  syrah_accessor acc;
+  syrah_kernel_arg a[3];
+  syrah_range r = syrah_range_1d(64);
+  syrah_host_accessor *ha = NULL;
+  float *p = NULL;
+  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_program_create_from_source(
+      ctx,
+      "__kernel void scale(__global float *p, float f, int n) {\n"
+      "  size_t i = get_global_id(0); if (i < (size_t)n) p[i] *= f;\n"
+      "}\n"
+      "__kernel void add2d(__global int *p, int row_pitch, int slice_pitch, int v) {\n"
+      "  p[get_global_id(0) * row_pitch + get_global_id(1)] += v + slice_pitch - slice_pitch;\n"
+      "}\n",
+      NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "scale", &scale));
+  REQUIRE_OK(syrah_kernel_create(prog, "add2d", &add2d));
+  for (i = 0; i < 64; ++i) v[i] = 1.0f;
+  bd = syrah_buffer_desc_1d(sizeof(float), 64, v, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  acc = syrah_accessor_whole(b, SYRAH_ACCESS_READ_WRITE);
+  a[0] = syrah_arg_value(&f, sizeof f);
+  EXPECT_OK(syrah_kernel_set_arg(scale, 1, &a[0]));
+  a[0] = syrah_arg_value(&n, sizeof n);
+  EXPECT_OK(syrah_kernel_set_arg(scale, 2, &a[0]));
+  f = 100.0f; /* bound by value: the kernel keeps 2 */
+  /* Only the accessor given: x2. */
+  a[0] = syrah_arg_accessor(0);
+  EXPECT_OK(syrah_queue_submit_kernel(q, scale, &r, &acc, 1, a, 1, NULL, 0, NULL));
+  /* The factor given, the count bound: x3. */
+  a[1] = syrah_arg_value(&g, sizeof g);
+  EXPECT_OK(syrah_queue_submit_kernel(q, scale, &r, &acc, 1, a, 2, NULL, 0, NULL));
+  /* Kind SYRAH_ARG_BOUND in the middle: x2 again. */
+  a[1] = syrah_arg_bound();
+  a[2] = syrah_arg_value(&n, sizeof n);
+  EXPECT_OK(syrah_queue_submit_kernel(q, scale, &r, &acc, 1, a, 3, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; p && i < 64; ++i) ok &= p[i] == 12.0f;
+  EXPECT_TRUE(p && ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  /* Unbound again: the launch says which argument is missing. */
+  EXPECT_OK(syrah_kernel_set_arg(scale, 1, NULL));
+  EXPECT_ERR(syrah_queue_submit_kernel(q, scale, &r, &acc, 1, a, 1, NULL, 0, NULL),
+             SYRAH_ERROR_KERNEL_ARGUMENTS, "kernel 'scale' takes 3 arguments, 1 given, and argument 1 is not bound");
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < 64; ++i) ok &= v[i] == 12.0f;
+  EXPECT_TRUE(ok);
+
+  /* The row pitch of a ranged 2D accessor, 3 x 4 at (2, 3) of 6 x 10. */
+  for (i = 0; i < 60; ++i) m[i] = i;
+  bd = syrah_buffer_desc_2d(sizeof(int), 6, 10, m, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  acc = syrah_accessor_range_2d(b, SYRAH_ACCESS_READ_WRITE, 2, 3, 3, 4);
+  a[0] = syrah_arg_accessor(0);
+  a[1] = syrah_arg_accessor_row_pitch(0);
+  a[2] = syrah_arg_accessor_slice_pitch(0);
+  EXPECT_OK(syrah_kernel_set_arg(add2d, 3, &(syrah_kernel_arg){SYRAH_ARG_VALUE, sizeof plus, &plus}));
+  r = syrah_range_2d(3, 4);
+  EXPECT_OK(syrah_queue_submit_kernel(q, add2d, &r, &acc, 1, a, 3, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_release(b));
+  for (i = 0, ok = 1; i < 60; ++i) {
+    int row = i / 10, col = i % 10;
+    ok &= m[i] == i + (row >= 2 && row < 5 && col >= 3 && col < 7 ? 1000 : 0);
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_queue_wait(q));
+  syrah_kernel_release(scale);
+  syrah_kernel_release(add2d);
+  syrah_program_release(prog);
+  syrah_queue_release(q);
+  syrah_context_release(ctx);
+}
+
 static void per_device(const syrah_device *d) {
   host_memcpy(d, SYRAH_QUEUE_IN_ORDER);
   host_memcpy(d, 0);
   kernels(d);
   offsets(d);
+  bound_args(d);
 }
 
 int main(void) {

@@ -103,6 +103,20 @@ typedef struct syrah_queue syrah_queue;
 typedef int32_t syrah_status;
 
 /*
+ Kinds of kernel argument.
+ */
+typedef uint32_t syrah_arg_kind;
+
+/*
+ One kernel argument, in parameter order.
+ */
+typedef struct {
+  syrah_arg_kind kind;
+  size_t size;
+  const void *value;
+} syrah_kernel_arg;
+
+/*
  What a buffer does with the host memory given at creation.
  */
 typedef uint32_t syrah_host_ownership;
@@ -266,20 +280,6 @@ typedef struct {
    */
   uint64_t command_buffer_updates;
 } syrah_graph_exec_stats;
-
-/*
- Kinds of kernel argument.
- */
-typedef uint32_t syrah_arg_kind;
-
-/*
- One kernel argument, in parameter order.
- */
-typedef struct {
-  syrah_arg_kind kind;
-  size_t size;
-  const void *value;
-} syrah_kernel_arg;
 
 /*
  A host task: a function run on a runtime thread with the group's
@@ -672,6 +672,12 @@ typedef uint32_t syrah_usm_strategy;
 #define SYRAH_KERNEL_INFO_PREFERRED_WORK_GROUP_SIZE_MULTIPLE 4
 
 /*
+ The argument bound to the kernel with `syrah_kernel_set_arg` (arguments
+ past the end of a launch's list are taken from there too).
+ */
+#define SYRAH_ARG_BOUND 0
+
+/*
  `size` bytes read from `value` (a scalar or plain struct).
  */
 #define SYRAH_ARG_VALUE 1
@@ -693,6 +699,19 @@ typedef uint32_t syrah_usm_strategy;
  accessor's first element (see `syrah_accessor`).
  */
 #define SYRAH_ARG_ACCESSOR 4
+
+/*
+ An `int` parameter receiving the row pitch, in elements, of the
+ command group's accessor `size` (the buffer's own: elements from one
+ row of the accessor to the next).
+ */
+#define SYRAH_ARG_ACCESSOR_ROW_PITCH 5
+
+/*
+ An `int` parameter receiving the slice pitch, in elements, of the
+ command group's accessor `size`.
+ */
+#define SYRAH_ARG_ACCESSOR_SLICE_PITCH 6
 
 #define SYRAH_ACCESS_READ 1
 
@@ -770,6 +789,18 @@ const char *syrah_status_name(syrah_status status);
  with `SYRAH_VERSION` from the header the program was compiled against.
  */
 uint32_t syrah_api_version(void);
+
+/*
+ Binds `*arg` to parameter `index` of `kernel`: launches that do not give
+ that argument (a shorter list, or kind `SYRAH_ARG_BOUND`) take it, until
+ it is bound again; NULL `arg` unbinds it. Values are copied. Only
+ `SYRAH_ARG_VALUE`, `SYRAH_ARG_USM` and `SYRAH_ARG_LOCAL` can be bound
+ (accessors belong to a command group). Launches on other threads see
+ the binding before or after, never half of it.
+ */
+syrah_status syrah_kernel_set_arg(const syrah_kernel *kernel,
+                                  uint32_t index,
+                                  const syrah_kernel_arg *arg);
 
 /*
  Creates a buffer. The caller owns it and releases it with
@@ -1395,8 +1426,10 @@ syrah_status syrah_queue_barrier(const syrah_queue *queue,
                                  syrah_event **out_event);
 
 /*
- Launches `kernel` over `range` with `arg_count` arguments (all of the
- kernel's parameters, in order) once `dependencies` have completed.
+ Launches `kernel` over `range` with `arg_count` arguments (the kernel's
+ parameters, in order; those left out at the end, and those of kind
+ `SYRAH_ARG_BOUND`, are the ones bound with `syrah_kernel_set_arg`) once
+ `dependencies` have completed.
  Refused before reaching OpenCL when the work-group does not fit or the
  local memory (the kernel's own plus `SYRAH_ARG_LOCAL` arguments) exceeds
  the device's. `out_event` may be NULL.
@@ -1628,6 +1661,30 @@ static inline syrah_kernel_arg syrah_arg_accessor(size_t index) {
   syrah_kernel_arg a;
   a.kind = SYRAH_ARG_ACCESSOR;
   a.size = index;
+  a.value = NULL;
+  return a;
+}
+
+/* An `int` parameter receiving the row pitch (elements from one row to the
+ * next) of accessor `index` of the command group. */
+static inline syrah_kernel_arg syrah_arg_accessor_row_pitch(size_t index) {
+  syrah_kernel_arg a = syrah_arg_accessor(index);
+  a.kind = SYRAH_ARG_ACCESSOR_ROW_PITCH;
+  return a;
+}
+
+/* An `int` parameter receiving the slice pitch of accessor `index`. */
+static inline syrah_kernel_arg syrah_arg_accessor_slice_pitch(size_t index) {
+  syrah_kernel_arg a = syrah_arg_accessor(index);
+  a.kind = SYRAH_ARG_ACCESSOR_SLICE_PITCH;
+  return a;
+}
+
+/* The argument bound to the kernel with `syrah_kernel_set_arg`. */
+static inline syrah_kernel_arg syrah_arg_bound(void) {
+  syrah_kernel_arg a;
+  a.kind = SYRAH_ARG_BOUND;
+  a.size = 0;
   a.value = NULL;
   return a;
 }

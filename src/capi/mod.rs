@@ -10,6 +10,7 @@
 
 #![allow(non_camel_case_types, clippy::missing_safety_doc)]
 
+pub mod args;
 pub mod buffer;
 pub mod context;
 pub mod copy;

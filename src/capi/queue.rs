@@ -264,8 +264,10 @@ fn to_nd(r: &syrah_range) -> Result<NdRange> {
     })
 }
 
-/// Launches `kernel` over `range` with `arg_count` arguments (all of the
-/// kernel's parameters, in order) once `dependencies` have completed.
+/// Launches `kernel` over `range` with `arg_count` arguments (the kernel's
+/// parameters, in order; those left out at the end, and those of kind
+/// `SYRAH_ARG_BOUND`, are the ones bound with `syrah_kernel_set_arg`) once
+/// `dependencies` have completed.
 /// Refused before reaching OpenCL when the work-group does not fit or the
 /// local memory (the kernel's own plus `SYRAH_ARG_LOCAL` arguments) exceeds
 /// the device's. `out_event` may be NULL.
@@ -327,10 +329,17 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
+        let mut buffers = SmallVec::new();
+        // SAFETY: forwarded contract.
+        let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
+        // Arguments bound to the kernel and accessor pitches made plain.
+        // SAFETY: forwarded contract.
+        let resolved = unsafe { super::args::resolve(k, args, arg_count, &reqs) }?;
+        let (args, arg_count) = match &resolved {
+            Some(r) => (r.args.as_ptr(), r.args.len()),
+            None => (args, arg_count),
+        };
         if let Some(rec) = crate::runtime::graph::recording_of(q) {
-            let mut buffers = SmallVec::new();
-            // SAFETY: forwarded contract.
-            let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
             // SAFETY: forwarded contract.
             return unsafe {
                 super::graph::record_kernel(
@@ -347,7 +356,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
                 )
             };
         }
-        let done = if accessor_count == 0 {
+        let done = if reqs.is_empty() {
             // Nothing to move or track: the launch alone.
             let kinfo = q.precheck(k, &nd, arg_count)?;
             // SAFETY: forwarded contract.
@@ -356,9 +365,6 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             let a = unsafe { args_from(args, arg_count, &[]) }?;
             q.launch(k, &kinfo, &nd, &a, &deps, &[], None, !out_event.is_null())?
         } else {
-            let mut buffers = SmallVec::new();
-            // SAFETY: forwarded contract.
-            let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
             // Cheap checks first, so a bad launch moves no data.
             // SAFETY: forwarded contract.
             unsafe { check_args(args, arg_count, reqs.len()) }?;
@@ -366,7 +372,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             // SAFETY: forwarded contract.
             let mut deps = unsafe { deps_from(dependencies, dependency_count) }?;
             // Transfers for the accessors and the kernel share one lane.
-            let _group = (!reqs.is_empty()).then(|| q.group_lane());
+            let _group = q.group_lane();
             let mut on_lanes = crate::runtime::queue::LanePositions::new();
             let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
             let staged = q.stage_windows(&prepared, &mut deps, &on_lanes)?;

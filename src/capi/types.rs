@@ -188,6 +188,9 @@ pub const SYRAH_KERNEL_INFO_PREFERRED_WORK_GROUP_SIZE_MULTIPLE: syrah_kernel_inf
 
 /// Kinds of kernel argument.
 pub type syrah_arg_kind = u32;
+/// The argument bound to the kernel with `syrah_kernel_set_arg` (arguments
+/// past the end of a launch's list are taken from there too).
+pub const SYRAH_ARG_BOUND: syrah_arg_kind = 0;
 /// `size` bytes read from `value` (a scalar or plain struct).
 pub const SYRAH_ARG_VALUE: syrah_arg_kind = 1;
 /// `value` is itself a USM pointer (of the queue's context); `size` unused.
@@ -200,6 +203,13 @@ pub const SYRAH_ARG_LOCAL: syrah_arg_kind = 3;
 /// is the accessor's index; the kernel receives a pointer to the
 /// accessor's first element (see `syrah_accessor`).
 pub const SYRAH_ARG_ACCESSOR: syrah_arg_kind = 4;
+/// An `int` parameter receiving the row pitch, in elements, of the
+/// command group's accessor `size` (the buffer's own: elements from one
+/// row of the accessor to the next).
+pub const SYRAH_ARG_ACCESSOR_ROW_PITCH: syrah_arg_kind = 5;
+/// An `int` parameter receiving the slice pitch, in elements, of the
+/// command group's accessor `size`.
+pub const SYRAH_ARG_ACCESSOR_SLICE_PITCH: syrah_arg_kind = 6;
 
 /// Access modes of accessors and host accessors.
 pub type syrah_access_mode = u32;

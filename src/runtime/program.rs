@@ -270,6 +270,14 @@ pub struct KernelDeviceInfo {
     pub preferred_multiple: usize,
 }
 
+/// An argument bound to a kernel, kept by value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BoundArg {
+    Value(Vec<u8>),
+    Usm(usize),
+    Local(usize),
+}
+
 pub struct Kernel {
     pub ctx: Arc<Context>,
     pub program: Arc<ProgramInner>,
@@ -279,6 +287,9 @@ pub struct Kernel {
     pub what: Arc<str>,
     pub num_args: u32,
     pub per_device: Vec<(&'static Device, KernelDeviceInfo)>,
+    /// Arguments bound to the kernel (`syrah_kernel_set_arg`), by index:
+    /// a launch takes those it does not give itself.
+    pub bound: Mutex<Vec<Option<BoundArg>>>,
     /// Serialises argument setting and enqueueing of this kernel, and
     /// holds the memory objects currently set as its arguments (some
     /// drivers use them after the caller released them).
@@ -391,6 +402,7 @@ impl Kernel {
             name: real_name,
             num_args,
             per_device,
+            bound: Mutex::new(vec![None; num_args as usize]),
             lock: Mutex::new(vec![0; num_args as usize]),
         })
     }
