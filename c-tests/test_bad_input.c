@@ -231,6 +231,11 @@ static void test_buffer_input(const syrah_queue *q, const syrah_kernel *k) {
   BAD(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, off, rng, &ha, &p), INV, "60");
   BAD(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, huge, NULL, &ha, &p), INV, "");
   BAD(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, huge, &ha, &p), INV, "");
+  BAD(syrah_buffer_read(NULL, NULL, NULL, host), NUL, "buffer");
+  BAD(syrah_buffer_read(b, NULL, NULL, NULL), NUL, "destination");
+  BAD(syrah_buffer_read(b, off, rng, host), INV, "60");
+  BAD(syrah_buffer_read(b, huge, NULL, host), INV, "");
+  BAD(syrah_buffer_read(b, NULL, huge, host), INV, "");
 
   /* Accessors out of the buffer, with bad modes or indices. */
   acc = t_whole(b, SYRAH_ACCESS_READ_WRITE);

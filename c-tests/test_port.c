@@ -333,12 +333,100 @@ static void bound_args(const syrah_device *d) {
   syrah_context_release(ctx);
 }
 
+/* One element read in one call, moving exactly its bytes. */
+static void small_reads(const syrah_device *d) {
+  syrah_queue *q = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *prog = NULL;
+  syrah_kernel *inc = NULL;
+  static int data[4096], grid[8 * 12];
+  int i, got = 0, box[2 * 3], ok, one = 1;
+  size_t at[3] = {1234, 0, 0}, n1[3] = {1, 0, 0}, o2[3] = {2, 1, 0}, r2[3] = {2, 3, 0};
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd;
+  syrah_accessor acc;
+  syrah_kernel_arg a[2];
+  syrah_range r = syrah_range_1d(4096);
+  syrah_buffer_stats st0, st1;
+  syrah_host_accessor *ha = NULL;
+  int *p = NULL;
+  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_program_create_from_source(
+      ctx, "__kernel void inc(__global int *p, int v) { p[get_global_id(0)] += v; }", NULL, &prog));
+  REQUIRE_OK(syrah_kernel_create(prog, "inc", &inc));
+  for (i = 0; i < 4096; ++i) data[i] = i;
+  bd = syrah_buffer_desc_1d(sizeof(int), 4096, data, SYRAH_HOST_COPY_IN);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  /* Current on the host: read there, nothing moves. */
+  EXPECT_OK(syrah_buffer_read(b, at, n1, &got));
+  EXPECT_EQ(got, 1234);
+  acc = syrah_accessor_whole(b, SYRAH_ACCESS_READ_WRITE);
+  a[0] = syrah_arg_accessor(0);
+  a[1] = syrah_arg_value(&one, sizeof one);
+  EXPECT_OK(syrah_queue_submit_kernel(q, inc, &r, &acc, 1, a, 2, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_get_stats(b, &st0));
+  /* Written on the device: after the kernel, exactly 4 bytes come back. */
+  EXPECT_OK(syrah_buffer_read(b, at, n1, &got));
+  EXPECT_EQ(got, 1235);
+  EXPECT_OK(syrah_buffer_get_stats(b, &st1));
+  EXPECT_EQ(st1.device_to_host_bytes - st0.device_to_host_bytes, 4);
+  EXPECT_EQ(st1.device_to_host_copies - st0.device_to_host_copies, 1);
+  /* Again in the middle of a loop of launches. */
+  for (i = 0; i < 5; ++i) {
+    EXPECT_OK(syrah_queue_submit_kernel(q, inc, &r, &acc, 1, a, 2, NULL, 0, NULL));
+    EXPECT_OK(syrah_buffer_read(b, at, n1, &got));
+    EXPECT_EQ(got, 1236 + i);
+  }
+  /* A held writing host accessor: the read is refused, naming it. */
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_WRITE, at, n1, &ha, (void **)&p));
+  EXPECT_ERR(syrah_buffer_read(b, at, n1, &got), SYRAH_ERROR_INVALID_OPERATION, "host accessor");
+  if (p) *p = -7;
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_buffer_read(b, at, n1, &got));
+  EXPECT_EQ(got, -7);
+  EXPECT_OK(syrah_buffer_release(b));
+
+  /* A 2 x 3 box of a 2D buffer, packed. */
+  for (i = 0; i < 8 * 12; ++i) grid[i] = i;
+  bd = syrah_buffer_desc_2d(sizeof(int), 8, 12, grid, SYRAH_HOST_COPY_IN);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  acc = syrah_accessor_whole(b, SYRAH_ACCESS_READ_WRITE);
+  r = syrah_range_2d(8, 12);
+  {
+    syrah_kernel *inc2 = NULL;
+    syrah_program *p2 = NULL;
+    EXPECT_OK(syrah_program_create_from_source(
+        ctx, "__kernel void inc2(__global int *p, int v) {"
+             " p[get_global_id(0) * 12 + get_global_id(1)] += v; }",
+        NULL, &p2));
+    EXPECT_OK(syrah_kernel_create(p2, "inc2", &inc2));
+    EXPECT_OK(syrah_queue_submit_kernel(q, inc2, &r, &acc, 1, a, 2, NULL, 0, NULL));
+    EXPECT_OK(syrah_buffer_get_stats(b, &st0));
+    EXPECT_OK(syrah_buffer_read(b, o2, r2, box));
+    EXPECT_OK(syrah_buffer_get_stats(b, &st1));
+    for (i = 0, ok = 1; i < 6; ++i) ok &= box[i] == (2 + i / 3) * 12 + 1 + i % 3 + 1;
+    EXPECT_TRUE(ok);
+    EXPECT_EQ(st1.device_to_host_bytes - st0.device_to_host_bytes, 6 * sizeof(int));
+    syrah_kernel_release(inc2);
+    syrah_program_release(p2);
+  }
+  EXPECT_ERR(syrah_buffer_read(b, o2, r2, NULL), SYRAH_ERROR_NULL_ARGUMENT, "destination");
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_queue_wait(q));
+  syrah_kernel_release(inc);
+  syrah_program_release(prog);
+  syrah_queue_release(q);
+  syrah_context_release(ctx);
+}
+
 static void per_device(const syrah_device *d) {
   host_memcpy(d, SYRAH_QUEUE_IN_ORDER);
   host_memcpy(d, 0);
   kernels(d);
   offsets(d);
   bound_args(d);
+  small_reads(d);
 }
 
 int main(void) {

@@ -893,6 +893,20 @@ syrah_status syrah_buffer_host_access(const syrah_buffer *buffer,
                                       void **out_pointer);
 
 /*
+ Copies `range` elements at `offset` (NULL `range` or all zero: the whole
+ buffer; NULL `offset`: the origin) into `destination`, packed in row
+ order, once the commands writing them have completed: a small read in
+ one call, such as a convergence value in the middle of a loop. Only
+ those bytes move, from wherever they are current (a host accessor would
+ bring whole pages home); nothing else changes. `destination` must hold
+ the range's bytes. Blocks until the bytes are there.
+ */
+syrah_status syrah_buffer_read(const syrah_buffer *buffer,
+                               const size_t *offset,
+                               const size_t *range,
+                               void *destination);
+
+/*
  Ends a host access: commands waiting for it may start.
  */
 syrah_status syrah_host_accessor_release(const syrah_host_accessor *accessor);

@@ -373,6 +373,44 @@ pub unsafe extern "C" fn syrah_buffer_host_access(
     })
 }
 
+/// Copies `range` elements at `offset` (NULL `range` or all zero: the whole
+/// buffer; NULL `offset`: the origin) into `destination`, packed in row
+/// order, once the commands writing them have completed: a small read in
+/// one call, such as a convergence value in the middle of a loop. Only
+/// those bytes move, from wherever they are current (a host accessor would
+/// bring whole pages home); nothing else changes. `destination` must hold
+/// the range's bytes. Blocks until the bytes are there.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_buffer_read(
+    buffer: *const Buffer,
+    offset: *const usize,
+    range: *const usize,
+    destination: *mut c_void,
+) -> syrah_status {
+    guard(|| {
+        if destination.is_null() {
+            return Err(null("destination"));
+        }
+        // SAFETY: forwarded contract.
+        let b = unsafe { borrow(buffer, "buffer") }?;
+        let d = b.dims as usize;
+        let mut o = [0usize; 3];
+        let mut r = [0usize; 3];
+        if !offset.is_null() {
+            // SAFETY: `dimensions` readable entries per the contract.
+            o[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(offset, d) });
+        }
+        if !range.is_null() {
+            // SAFETY: as above.
+            r[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(range, d) });
+        }
+        let (o3, r3) = accessor_box(b, o, r)?;
+        // SAFETY: `destination` holds the range's bytes per the contract.
+        unsafe { b.read(o3, r3, destination.cast()) }?;
+        Ok(())
+    })
+}
+
 /// Ends a host access: commands waiting for it may start.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_host_accessor_release(

@@ -5,12 +5,14 @@
 //! `storage` (the state), `alloc` (memory), `transfer` (moving pages and
 //! recording commands), `access` (command groups' and host accessors),
 //! `copies` (explicit copies and fills), `window` (accessor windows staged
-//! for devices without USM) and `handle` (the user's handles).
+//! for devices without USM), `read` (small reads) and `handle` (the
+//! user's handles).
 
 mod access;
 mod alloc;
 mod copies;
 mod handle;
+mod read;
 mod storage;
 mod transfer;
 mod window;

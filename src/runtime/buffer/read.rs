@@ -1,0 +1,143 @@
+//! Small reads: exactly the bytes of a range of a buffer's elements, into
+//! the user's memory, once the commands writing them are done, from
+//! wherever they are current, without making any page current anywhere
+//! (a host accessor would bring whole pages home).
+
+use super::alloc::host_ptr;
+use super::storage::{Buffer, Token};
+use super::transfer::{fetch, prune, transfer_queue};
+use crate::core::error::{Error, Result, Status};
+use crate::core::pages::{self, Box3};
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+impl Buffer {
+    /// Copies the `range` elements at `offset` (three dimensions, the last
+    /// contiguous) into `dst`, packed in row order; returns the bytes
+    /// copied.
+    ///
+    /// # Safety
+    /// `dst` must be writable for the range's bytes.
+    pub unsafe fn read(
+        &self,
+        offset: [usize; 3],
+        range: [usize; 3],
+        dst: *mut u8,
+    ) -> Result<usize> {
+        let s = self.owner.storage.clone();
+        let pages = self.pages_of(offset, range)?;
+        let g = s.geom;
+        if self.view != g {
+            // A reinterpreted view's elements are no box of the storage's:
+            // read through a host accessor.
+            let acc = self.host_access(super::storage::Mode::Read, offset, range)?;
+            let runs = self.view.byte_runs(&elements(offset, range));
+            let base = acc.ptr - self.view.byte_offset(offset);
+            // SAFETY: the accessor maps these runs on the host; `dst` holds
+            // their total per the contract.
+            return Ok(unsafe { copy_runs(&runs, base, dst) });
+        }
+        let _turn = s.take_turn();
+        let mut st = s.state.lock();
+        prune(&mut st);
+        if !st.has_data {
+            return Err(Error::invalid(
+                "the buffer holds no data yet: nothing has been written to it",
+            ));
+        }
+        for t in st.tracker.conflicts(&pages, false, 0) {
+            match t {
+                Token::Cmd(e) => e.wait()?,
+                Token::Lane(p) => {
+                    let (e, exact) = p.event_exact()?;
+                    st.eventful |= !exact;
+                    if let Some(e) = e {
+                        e.wait()?
+                    }
+                }
+                Token::Host(h) if !h.released.load(Ordering::Acquire) => return Err(Error::new(
+                    Status::InvalidOperation,
+                    "a read conflicts with a writing host accessor of this buffer that is still \
+                         held; release it first",
+                )),
+                Token::Host(_) => {}
+            }
+        }
+        let runs = g.byte_runs(&elements(offset, range));
+        let total: usize = runs.iter().map(|r| r.1).sum();
+        // From the host when its pages are current there.
+        if !pages::all_set(&g, &st.bits[0], &pages) {
+            if let Some(i) = (1..st.bits.len()).find(|&i| pages::all_set(&g, &st.bits[i], &pages)) {
+                // Straight from the device holding all of them: these bytes
+                // only.
+                let q = transfer_queue(&mut st, i)?;
+                let (ptr, mem) = (st.devs[i - 1].ptr, st.devs[i - 1].mem);
+                let mut at = 0;
+                let mut events = Vec::with_capacity(runs.len());
+                for &(off, len) in &runs {
+                    let to = dst as usize + at;
+                    let ev = match mem.filter(|_| ptr == 0) {
+                        Some(m) => q.copy_mem((None, to), (Some(m), 0), (0, off), len, &[])?,
+                        // SAFETY: the allocation holds the buffer's bytes
+                        // and the run lies inside it; `dst` holds `total`
+                        // bytes per the contract; waited for below.
+                        None => unsafe {
+                            q.copy_raw(
+                                to as *mut c_void,
+                                (ptr + off) as *const c_void,
+                                len,
+                                &[],
+                                format!("read of {len} bytes"),
+                                None,
+                            )
+                        }?,
+                    };
+                    events.push(ev);
+                    at += len;
+                    st.stats.d2h_bytes += len as u64;
+                    st.stats.d2h_copies += 1;
+                }
+                for e in events {
+                    e.wait()?;
+                }
+                return Ok(total);
+            }
+            // Spread over several places: bring the pages home first.
+            for e in fetch(&s, &mut st, 0, &pages, None)? {
+                e.wait()?;
+            }
+        }
+        let host = host_ptr(&st)
+            .ok_or_else(|| Error::new(Status::Internal, "current pages without host storage"))?;
+        // SAFETY: the host storage holds the buffer's bytes and is current
+        // for these runs; `dst` holds `total` bytes per the contract.
+        Ok(unsafe { copy_runs(&runs, host, dst) })
+    }
+}
+
+/// The element box of `range` elements at `offset`.
+fn elements(offset: [usize; 3], range: [usize; 3]) -> Box3 {
+    Box3::new(
+        offset,
+        [
+            offset[0] + range[0],
+            offset[1] + range[1],
+            offset[2] + range[2],
+        ],
+    )
+}
+
+/// Copies byte runs of the buffer at `base` into `dst`, packed; returns the
+/// bytes copied.
+///
+/// # Safety
+/// `base` must hold the runs and `dst` their total.
+unsafe fn copy_runs(runs: &[(usize, usize)], base: usize, dst: *mut u8) -> usize {
+    let mut at = 0;
+    for &(off, len) in runs {
+        // SAFETY: the caller's guarantee.
+        unsafe { std::ptr::copy_nonoverlapping((base + off) as *const u8, dst.add(at), len) };
+        at += len;
+    }
+    at
+}
