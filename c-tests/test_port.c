@@ -380,7 +380,8 @@ static void small_reads(const syrah_device *d) {
   }
   /* A held writing host accessor: the read is refused, naming it. */
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_WRITE, at, n1, &ha, (void **)&p));
-  EXPECT_ERR(syrah_buffer_read(b, at, n1, &got), SYRAH_ERROR_INVALID_OPERATION, "host accessor");
+  EXPECT_ERR(syrah_buffer_read(b, at, n1, &got), SYRAH_ERROR_INVALID_ARGUMENT,
+             "a read conflicts with another host accessor");
   if (p) *p = -7;
   EXPECT_OK(syrah_host_accessor_release(ha));
   EXPECT_OK(syrah_buffer_read(b, at, n1, &got));

@@ -350,18 +350,8 @@ pub unsafe extern "C" fn syrah_buffer_host_access(
             e.message = format!("the host accessor has {}", e.message);
             e
         })?;
-        let d = b.dims as usize;
-        let mut o = [0usize; 3];
-        let mut r = [0usize; 3];
-        if !offset.is_null() {
-            // SAFETY: `dimensions` readable entries per the contract.
-            o[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(offset, d) });
-        }
-        if !range.is_null() {
-            // SAFETY: as above.
-            r[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(range, d) });
-        }
-        let (o3, r3) = accessor_box(b, o, r)?;
+        // SAFETY: forwarded contract.
+        let (o3, r3) = unsafe { host_box(b, offset, range) }?;
         let acc = b.host_access(m, o3, r3)?;
         let p = acc.ptr as *mut c_void;
         // SAFETY: checked non-null.
@@ -371,6 +361,28 @@ pub unsafe extern "C" fn syrah_buffer_host_access(
         }
         Ok(())
     })
+}
+
+/// The element box a host-side call names: `offset` (NULL: the origin)
+/// and `range` (NULL or all zero: the whole buffer), `dimensions` entries
+/// each, in three dimensions.
+unsafe fn host_box(
+    b: &Buffer,
+    offset: *const usize,
+    range: *const usize,
+) -> Result<([usize; 3], [usize; 3])> {
+    let d = b.dims as usize;
+    let mut o = [0usize; 3];
+    let mut r = [0usize; 3];
+    if !offset.is_null() {
+        // SAFETY: `dimensions` readable entries per the contract.
+        o[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(offset, d) });
+    }
+    if !range.is_null() {
+        // SAFETY: as above.
+        r[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(range, d) });
+    }
+    accessor_box(b, o, r)
 }
 
 /// Copies `range` elements at `offset` (NULL `range` or all zero: the whole
@@ -393,18 +405,8 @@ pub unsafe extern "C" fn syrah_buffer_read(
         }
         // SAFETY: forwarded contract.
         let b = unsafe { borrow(buffer, "buffer") }?;
-        let d = b.dims as usize;
-        let mut o = [0usize; 3];
-        let mut r = [0usize; 3];
-        if !offset.is_null() {
-            // SAFETY: `dimensions` readable entries per the contract.
-            o[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(offset, d) });
-        }
-        if !range.is_null() {
-            // SAFETY: as above.
-            r[..d].copy_from_slice(unsafe { std::slice::from_raw_parts(range, d) });
-        }
-        let (o3, r3) = accessor_box(b, o, r)?;
+        // SAFETY: forwarded contract.
+        let (o3, r3) = unsafe { host_box(b, offset, range) }?;
         // SAFETY: `destination` holds the range's bytes per the contract.
         unsafe { b.read(o3, r3, destination.cast()) }?;
         Ok(())

@@ -3,7 +3,7 @@
 //! host accessors.
 
 use super::alloc::{ensure_dev, ensure_host, host_ptr, sub_buffer};
-use super::storage::{take_turns, Buffer, Deps, HostHold, Mode, Storage, Token, Turn};
+use super::storage::{take_turns, Buffer, Deps, HostHold, Mode, State, Storage, Token, Turn};
 use super::transfer::{fetch, prune, prune_if, record, token_events};
 use crate::core::error::{Error, Result};
 use crate::core::pages::{self, Box3};
@@ -290,27 +290,12 @@ impl Buffer {
         let _turn = s.take_turn();
         let mut st = s.state.lock();
         prune(&mut st);
-        let conflicts = st.tracker.conflicts(&pages, mode.writes(), 0);
-        for t in &conflicts {
-            match t {
-                Token::Cmd(e) => e.wait()?,
-                Token::Lane(p) => {
-                    let (e, exact) = p.event_exact()?;
-                    st.eventful |= !exact;
-                    if let Some(e) = e {
-                        e.wait()?
-                    }
-                }
-                Token::Host(h) if !h.released.load(Ordering::Acquire) => {
-                    return Err(Error::invalid(format!(
-                        "a {} host accessor conflicts with another host accessor of this buffer that is \
-                         still held; release it first",
-                        mode.name()
-                    )))
-                }
-                Token::Host(_) => {}
-            }
-        }
+        wait_on_host(
+            &mut st,
+            &pages,
+            mode.writes(),
+            &format!("a {} host accessor", mode.name()),
+        )?;
         let mut host = ensure_host(&s, &mut st, mode.writes())?;
         for part in self.fetch_boxes(mode, offset, range, &pages) {
             for e in fetch(&s, &mut st, 0, &part, None)? {
@@ -363,6 +348,32 @@ impl Buffer {
         }
         Ok(evs)
     }
+}
+
+/// Waits on this thread for the recorded accesses that an access of
+/// `pages` on the host (writing if `write`) conflicts with; `what` names
+/// that access in the error a conflicting host accessor still held gives.
+pub(crate) fn wait_on_host(st: &mut State, pages: &Box3, write: bool, what: &str) -> Result<()> {
+    for t in st.tracker.conflicts(pages, write, 0) {
+        match t {
+            Token::Cmd(e) => e.wait()?,
+            Token::Lane(p) => {
+                let (e, exact) = p.event_exact()?;
+                st.eventful |= !exact;
+                if let Some(e) = e {
+                    e.wait()?
+                }
+            }
+            Token::Host(h) if !h.released.load(Ordering::Acquire) => {
+                return Err(Error::invalid(format!(
+                    "{what} conflicts with another host accessor of this buffer that is still \
+                     held; release it first"
+                )))
+            }
+            Token::Host(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// The distinct storages of `reqs`, in the id order `order` gives.

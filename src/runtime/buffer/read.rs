@@ -3,13 +3,13 @@
 //! wherever they are current, without making any page current anywhere
 //! (a host accessor would bring whole pages home).
 
+use super::access::wait_on_host;
 use super::alloc::host_ptr;
-use super::storage::{Buffer, Token};
+use super::storage::Buffer;
 use super::transfer::{fetch, prune, transfer_queue};
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3};
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 
 impl Buffer {
     /// Copies the `range` elements at `offset` (three dimensions, the last
@@ -45,24 +45,7 @@ impl Buffer {
                 "the buffer holds no data yet: nothing has been written to it",
             ));
         }
-        for t in st.tracker.conflicts(&pages, false, 0) {
-            match t {
-                Token::Cmd(e) => e.wait()?,
-                Token::Lane(p) => {
-                    let (e, exact) = p.event_exact()?;
-                    st.eventful |= !exact;
-                    if let Some(e) = e {
-                        e.wait()?
-                    }
-                }
-                Token::Host(h) if !h.released.load(Ordering::Acquire) => return Err(Error::new(
-                    Status::InvalidOperation,
-                    "a read conflicts with a writing host accessor of this buffer that is still \
-                         held; release it first",
-                )),
-                Token::Host(_) => {}
-            }
-        }
+        wait_on_host(&mut st, &pages, false, "a read")?;
         let runs = g.byte_runs(&elements(offset, range));
         let total: usize = runs.iter().map(|r| r.1).sum();
         // From the host when its pages are current there.
