@@ -198,6 +198,33 @@ static void offsets(const syrah_device *d) {
   for (i = 0, ok = 1; i < 16; ++i) ok &= out[i] == i + 5 + (i + 5 < 13 ? 100 : 0);
   EXPECT_TRUE(ok);
 
+  /* The same 1D window in a graph, replayed three times. */
+  {
+    syrah_queue *iq = NULL;
+    syrah_graph *g = NULL;
+    syrah_graph_exec *x = NULL;
+    int rep;
+    for (i = 0; i < 64; ++i) one[i] = i;
+    bd = syrah_buffer_desc_1d(sizeof(int), 64, one, SYRAH_HOST_WRITE_BACK);
+    REQUIRE_OK(syrah_buffer_create(&bd, &b));
+    REQUIRE_OK(syrah_queue_create(ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &iq));
+    EXPECT_OK(syrah_queue_begin_recording(iq));
+    acc[0] = syrah_accessor_range_1d(b, SYRAH_ACCESS_READ_WRITE, 3, 10);
+    pr = ps = 0;
+    r = syrah_range_3d(1, 1, 10);
+    EXPECT_OK(syrah_queue_submit_kernel(iq, box, &r, acc, 1, args, 4, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_end_recording(iq, &g));
+    EXPECT_OK(syrah_graph_finalize(g, &x));
+    for (rep = 0; rep < 3; ++rep) EXPECT_OK(syrah_queue_submit_graph(iq, x, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_wait(iq));
+    EXPECT_OK(syrah_buffer_release(b));
+    for (i = 0, ok = 1; i < 64; ++i) ok &= one[i] == i + (i >= 3 && i < 13 ? 300 : 0);
+    EXPECT_TRUE(ok);
+    if (x) syrah_graph_exec_release(x);
+    if (g) syrah_graph_release(g);
+    syrah_queue_release(iq);
+  }
+
   /* 2D: rows 5 and 6, columns 3 to 6, of 8 rows of 16. */
   for (i = 0; i < 8 * 16; ++i) two[i] = i;
   bd = syrah_buffer_desc_2d(sizeof(int), 8, 16, two, SYRAH_HOST_WRITE_BACK);

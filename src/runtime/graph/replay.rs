@@ -12,7 +12,7 @@ use crate::core::graph::{NodeKind, PlanNode};
 use crate::core::launch::NdRange;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
-use crate::runtime::buffer::{held_storages, AccessReq, Buffer, Deps};
+use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
 use crate::runtime::queue::{ptr_or_null, Held, LanePositions, Queue, Submitted};
@@ -389,15 +389,16 @@ impl ExecGraph {
                 let _group = (!reqs.is_empty()).then(|| q.group_lane());
                 let mut on_lanes = LanePositions::new();
                 let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
-                let ptrs = prepared
-                    .iter()
-                    .map(|p| Ok((p.ptr, p.arg_mem()?)))
-                    .collect::<Result<Vec<(usize, Option<usize>)>>>()?;
+                // Windows a device without USM cannot point into go
+                // through scratch memory, as in an eager launch.
+                let staged = q.stage_windows(&prepared, &mut deps, &on_lanes)?;
+                let ptrs = accessor_args(&prepared, &staged)?;
                 let a = args_of(&args, &ptrs);
                 let keep = (!prepared.is_empty())
                     .then(|| held_storages(prepared.iter().map(|p| &p.storage)));
                 let done = q.launch(kernel, &kinfo, range, &a, &deps, &on_lanes, keep, true)?;
                 q.commit_submitted(&prepared, &done);
+                q.unstage_windows(&prepared, staged, &done)?;
                 into_event(q, done)
             }
             Action::HostTasks(tasks) => {
