@@ -105,6 +105,7 @@ static void test_without_device(void) {
   BAD(syrah_context_release(NULL), NUL, "context");
   BAD(syrah_context_get_devices(NULL, devs, 4, &n), NUL, "context");
   BAD(syrah_context_get_program_count(NULL, &n), NUL, "context");
+  BAD(syrah_context_trim(NULL, &n), NUL, "context");
 
   BAD(syrah_queue_create(NULL, NULL, 0, NULL, NULL, NULL), NUL, "out_queue");
   BAD(syrah_queue_retain(NULL), NUL, "queue");

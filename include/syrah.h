@@ -945,6 +945,16 @@ syrah_status syrah_context_get_devices(const syrah_context *context,
 syrah_status syrah_context_get_program_count(const syrah_context *context, size_t *out_count);
 
 /*
+ Gives back to the driver the device memory the context keeps for reuse:
+ freed USM device allocations (kept, on devices whose driver allocates
+ slowly, for later allocations of a similar size) and released buffers'
+ allocations. `out_bytes` (may be NULL) receives how many bytes of freed
+ USM allocations were kept before the call. Allocations still in use are
+ not touched; the context keeps working as before.
+ */
+syrah_status syrah_context_trim(const syrah_context *context, size_t *out_bytes);
+
+/*
  Copies the accessor's elements from the buffer into `destination`,
  packed contiguously (row after row), after `dependencies` and earlier
  conflicting commands. The accessor's mode must read: read, read_write or

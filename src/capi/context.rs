@@ -104,3 +104,27 @@ pub unsafe extern "C" fn syrah_context_get_program_count(
         unsafe { out(out_count, n, "out_count") }
     })
 }
+
+/// Gives back to the driver the device memory the context keeps for reuse:
+/// freed USM device allocations (kept, on devices whose driver allocates
+/// slowly, for later allocations of a similar size) and released buffers'
+/// allocations. `out_bytes` (may be NULL) receives how many bytes of freed
+/// USM allocations were kept before the call. Allocations still in use are
+/// not touched; the context keeps working as before.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_context_trim(
+    context: *const Context,
+    out_bytes: *mut usize,
+) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { borrow(context, "context") }?;
+        let kept = c.pooled_bytes();
+        c.trim();
+        if !out_bytes.is_null() {
+            // SAFETY: checked non-null; writable per the contract.
+            unsafe { out(out_bytes, kept, "out_bytes") }?;
+        }
+        Ok(())
+    })
+}

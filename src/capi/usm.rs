@@ -31,7 +31,7 @@ unsafe fn alloc(
         AllocKind::Host => None,
         _ => Some(device_ref(device, "device")?),
     };
-    let p = c.usm_alloc(kind, d, size, align)?;
+    let p = c.usm_malloc(kind, d, size, align)?;
     // SAFETY: checked non-null.
     unsafe { out(out_ptr, p, "out_pointer") }
 }

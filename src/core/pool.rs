@@ -1,5 +1,6 @@
 //! A cache of released device allocations, for reuse by later buffers of
-//! the same size on the same device. Fresh allocations can be slow to
+//! the same size on the same device (and by later USM allocations of the
+//! same size class, see `pool_class`). Fresh allocations can be slow to
 //! create and slower still to use for the first time (NVIDIA's SVM), and
 //! freeing SVM may wait for queues; programs that create and release
 //! buffers of the same sizes over and over (one set per iteration) then pay
@@ -70,9 +71,39 @@ impl<T> AllocCache<T> {
     }
 }
 
+/// The size of the block a freed USM device allocation of `size` bytes is
+/// kept as, so that a later allocation of a nearby size reuses it: `size`
+/// rounded up to an eighth of the power of two at or above it (at most a
+/// quarter more), and to 64 KiB.
+pub fn pool_class(size: usize) -> usize {
+    const GRAIN: usize = 64 << 10;
+    let pow = size.max(1).next_power_of_two();
+    let step = (pow / 8).max(GRAIN);
+    size.div_ceil(step).saturating_mul(step)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pool_classes_round_up_by_at_most_a_quarter() {
+        assert_eq!(pool_class(1), 64 << 10);
+        assert_eq!(pool_class(64 << 10), 64 << 10);
+        assert_eq!(pool_class(1 << 20), 1 << 20);
+        assert_eq!(pool_class((1 << 20) + 1), (1 << 20) + (256 << 10));
+        assert_eq!(pool_class(3 << 20), 3 << 20);
+        assert_eq!(pool_class(64 << 20), 64 << 20);
+        for size in (1..4000).map(|i| i * 40_961) {
+            let c = pool_class(size);
+            assert!(
+                c >= size && c - size <= size / 4 + (64 << 10),
+                "{size} -> {c}"
+            );
+            // Every size of one class gets the same block size.
+            assert_eq!(pool_class(c), c);
+        }
+    }
 
     #[test]
     fn exact_size_and_device_match_most_recent_first() {

@@ -34,6 +34,9 @@ pub struct AllocRecord {
     /// Address the backend returned, to free; differs from the base when
     /// Syrah aligned the allocation itself.
     pub raw: usize,
+    /// Bytes of the block when it goes back to the context's pool of freed
+    /// device allocations instead of the driver (0: it does not).
+    pub pooled: usize,
 }
 
 /// Allocation found for an address: its base and record.
@@ -147,6 +150,7 @@ mod tests {
 
     fn rec(size: usize) -> AllocRecord {
         AllocRecord {
+            pooled: 0,
             size,
             kind: AllocKind::Device,
             device: Some(0),

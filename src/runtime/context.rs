@@ -40,6 +40,9 @@ pub struct Context {
     pub(crate) stagers: Mutex<Vec<(&'static Device, Arc<dyn std::any::Any + Send + Sync>)>>,
     /// Released buffers' device allocations, for reuse.
     pub(crate) dev_cache: Mutex<AllocCache<CachedAlloc>>,
+    /// Freed USM device allocations kept for reuse (see `usm_pool.rs`):
+    /// the blocks' addresses by device and size class.
+    pub(crate) usm_pool: Mutex<AllocCache<usize>>,
     /// Pinned host memory that is not host USM.
     pub(crate) pinned: Mutex<super::pinned_blocks::PinnedBlocks>,
     /// Blocks that small coarse-grain SVM allocations are carved from.
@@ -135,6 +138,7 @@ impl Context {
             queues: Mutex::new(Vec::new()),
             stagers: Mutex::new(Vec::new()),
             dev_cache: Mutex::new(AllocCache::new(cache_budget(devices))),
+            usm_pool: Mutex::new(AllocCache::new(cache_budget(devices))),
             pinned: Mutex::new(Default::default()),
             slabs: Mutex::new(Default::default()),
             retired_queues: Mutex::new(Vec::new()),
@@ -332,6 +336,9 @@ impl Drop for Context {
         self.drop_pinned();
         for c in self.dev_cache.get_mut().drain() {
             self.free_cached(api, c);
+        }
+        for raw in self.usm_pool.get_mut().drain() {
+            self.free_raw(api, raw);
         }
         for block in self.slabs.get_mut().drain() {
             self.free_svm(api, block);

@@ -19,4 +19,5 @@ pub(crate) mod staging_pipe;
 pub mod trace;
 pub mod usm;
 pub(crate) mod usm_alloc;
+pub(crate) mod usm_pool;
 pub mod watch;

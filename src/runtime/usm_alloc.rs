@@ -129,6 +129,7 @@ impl Context {
             kind,
             device: dev_index,
             raw,
+            pooled: 0,
         };
         if let Err(e) = self.registry.lock().insert(ptr as usize, rec) {
             self.free_raw(api, raw);
@@ -265,7 +266,11 @@ impl Context {
                 if self.strategy == UsmStrategy::Svm {
                     self.finish_queues();
                 }
-                self.free_raw(api, rec.raw);
+                if rec.pooled != 0 {
+                    self.pool_freed(&rec);
+                } else {
+                    self.free_raw(api, rec.raw);
+                }
                 Ok(())
             }
             Err(_) if self.pinned_free(addr)? => Ok(()),
