@@ -123,6 +123,9 @@ int main(int argc, char **argv) {
     if (!usm) {
       printf("## USM round trips, device %s (%s): skipped, the device has no device USM\n",
              argv[1], name);
+      bench_json("{\"bench\":\"usm_roundtrip\",\"device\":\"%s\",\"name\":\"%s\","
+                 "\"skipped\":\"the device has no device USM\"}",
+                 argv[1], name);
       return 0;
     }
   }

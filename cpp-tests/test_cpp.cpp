@@ -319,6 +319,37 @@ static void graphs(const syrah::device &dev) {
   }
 }
 
+// Arguments bound to a kernel once, and single elements read in one call.
+static void bound_and_read(const syrah::device &dev) {
+  syrah::queue q(dev);
+  syrah::program prog(q.get_context(), kSource);
+  syrah::kernel addv(prog, "addv");
+  std::vector<int> a(N, 1);
+  {
+    syrah::buffer<int> ba(a.data(), syrah::range<1>(N));
+    addv.set_arg(1, 5);
+    for (int i = 0; i < 3; ++i)
+      q.submit([&](syrah::handler &h) {
+        h.parallel_for(addv, syrah::range<1>(N), ba.get_access<access_mode::read_write>(h));
+      });
+    EXPECT(ba.read(syrah::id<1>(17)) == 16);
+    int two[2] = {0, 0};
+    ba.read(syrah::range<1>(2), syrah::id<1>(N - 2), two);
+    EXPECT(two[0] == 16 && two[1] == 16);
+    addv.unset_arg(1);
+    bool refused = false;
+    try {
+      q.submit([&](syrah::handler &h) {
+        h.parallel_for(addv, syrah::range<1>(N), ba.get_access<access_mode::read_write>(h));
+      });
+    } catch (const syrah::exception &e) {
+      refused = e.status() == SYRAH_ERROR_KERNEL_ARGUMENTS;
+    }
+    EXPECT(refused);
+  }
+  EXPECT(a[0] == 16 && a[N - 1] == 16);
+}
+
 int main() {
   for (const auto &d : syrah::device::get_devices()) {
     where = d.name();
@@ -330,6 +361,7 @@ int main() {
       ownership(d);
       usm_and_errors(d);
       graphs(d);
+      bound_and_read(d);
     } catch (const std::exception &e) {
       ++failures;
       std::fprintf(stderr, "FAIL [%s] exception: %s\n", where.c_str(), e.what());

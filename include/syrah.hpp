@@ -178,6 +178,11 @@ class program {
   handle_t h_;
 };
 
+/// Group-local memory of `bytes` for a __local pointer kernel parameter.
+struct local_memory {
+  size_t bytes;
+};
+
 class kernel {
  public:
   kernel(const program &p, const std::string &name) {
@@ -186,6 +191,30 @@ class kernel {
     h_ = handle_t(k);
   }
   syrah_kernel *get() const noexcept { return h_.get(); }
+
+  /// Binds argument `index` once (a value, copied; a USM pointer; or
+  /// local_memory): launches that give fewer arguments, or none for this
+  /// one, take it (syrah_kernel_set_arg).
+  template <class A>
+  void set_arg(uint32_t index, const A &a) {
+    syrah_kernel_arg k{};
+    if constexpr (std::is_same_v<A, local_memory>) {
+      k.kind = SYRAH_ARG_LOCAL;
+      k.size = a.bytes;
+    } else if constexpr (std::is_pointer_v<A>) {
+      k.kind = SYRAH_ARG_USM;
+      k.size = sizeof(void *);
+      k.value = static_cast<const void *>(a);
+    } else {
+      static_assert(std::is_trivially_copyable_v<A>, "kernel arguments are copied bytewise");
+      k.kind = SYRAH_ARG_VALUE;
+      k.size = sizeof(A);
+      k.value = &a;
+    }
+    check(syrah_kernel_set_arg(h_.get(), index, &k));
+  }
+  /// Unbinds argument `index`.
+  void unset_arg(uint32_t index) { check(syrah_kernel_set_arg(h_.get(), index, nullptr)); }
 
  private:
   using handle_t = detail::handle<syrah_kernel, syrah_kernel_retain, syrah_kernel_release>;
@@ -222,11 +251,6 @@ template <int Dims = 1>
 struct nd_range {
   range<Dims> global, local;
   nd_range(range<Dims> g, range<Dims> l) : global(g), local(l) {}
-};
-
-/// Group-local memory of `bytes` for a __local pointer kernel parameter.
-struct local_memory {
-  size_t bytes;
 };
 
 enum class access_mode : syrah_access_mode {
@@ -644,6 +668,25 @@ class buffer {
     void *p = nullptr;
     check(syrah_buffer_host_access(h_.get(), static_cast<syrah_access_mode>(M), nullptr, nullptr, &a, &p));
     return host_accessor<M>(a, static_cast<T *>(p));
+  }
+
+  /// Copies `r` elements at `offset` into `dst` (packed) once the
+  /// commands writing them are done, moving only their bytes
+  /// (syrah_buffer_read).
+  void read(range<Dims> r, id<Dims> offset, T *dst) const {
+    size_t o[3] = {0, 0, 0}, n[3] = {0, 0, 0};
+    for (int i = 0; i < Dims; ++i) {
+      o[i] = offset[i];
+      n[i] = r[i];
+    }
+    check(syrah_buffer_read(h_.get(), o, n, dst));
+  }
+  /// The element at `at`, read the same way.
+  T read(id<Dims> at) const {
+    T v{};
+    range<Dims> one;
+    read(one, at, &v);
+    return v;
   }
 
   syrah_buffer_stats stats() const {
