@@ -183,6 +183,27 @@ struct local_memory {
   size_t bytes;
 };
 
+/// A kernel argument other than an accessor: local memory, a USM pointer,
+/// or a trivially copyable value read from `a` (which must outlive its use).
+template <class A>
+syrah_kernel_arg plain_arg(const A &a) {
+  syrah_kernel_arg k{};
+  if constexpr (std::is_same_v<A, local_memory>) {
+    k.kind = SYRAH_ARG_LOCAL;
+    k.size = a.bytes;
+  } else if constexpr (std::is_pointer_v<A>) {
+    k.kind = SYRAH_ARG_USM;
+    k.size = sizeof(void *);
+    k.value = static_cast<const void *>(a);
+  } else {
+    static_assert(std::is_trivially_copyable_v<A>, "kernel arguments are copied bytewise");
+    k.kind = SYRAH_ARG_VALUE;
+    k.size = sizeof(A);
+    k.value = &a;
+  }
+  return k;
+}
+
 class kernel {
  public:
   kernel(const program &p, const std::string &name) {
@@ -197,20 +218,7 @@ class kernel {
   /// one, take it (syrah_kernel_set_arg).
   template <class A>
   void set_arg(uint32_t index, const A &a) {
-    syrah_kernel_arg k{};
-    if constexpr (std::is_same_v<A, local_memory>) {
-      k.kind = SYRAH_ARG_LOCAL;
-      k.size = a.bytes;
-    } else if constexpr (std::is_pointer_v<A>) {
-      k.kind = SYRAH_ARG_USM;
-      k.size = sizeof(void *);
-      k.value = static_cast<const void *>(a);
-    } else {
-      static_assert(std::is_trivially_copyable_v<A>, "kernel arguments are copied bytewise");
-      k.kind = SYRAH_ARG_VALUE;
-      k.size = sizeof(A);
-      k.value = &a;
-    }
+    syrah_kernel_arg k = plain_arg(a);
     check(syrah_kernel_set_arg(h_.get(), index, &k));
   }
   /// Unbinds argument `index`.
@@ -398,23 +406,17 @@ class handler {
   template <class A>
   void push_arg(const A &a) {
     syrah_kernel_arg k{};
-    if constexpr (std::is_same_v<A, local_memory>) {
-      k.kind = SYRAH_ARG_LOCAL;
-      k.size = a.bytes;
-    } else if constexpr (std::is_pointer_v<A>) {
-      k.kind = SYRAH_ARG_USM;
-      k.size = sizeof(void *);
-      k.value = static_cast<const void *>(a);
-    } else if constexpr (is_accessor<A>::value) {
+    if constexpr (is_accessor<A>::value) {
       k.kind = SYRAH_ARG_ACCESSOR;
       k.size = a.index();
     } else {
-      static_assert(std::is_trivially_copyable_v<A>, "kernel arguments are copied bytewise");
-      values_.push_back(std::make_unique<std::vector<unsigned char>>(sizeof(A)));
-      std::memcpy(values_.back()->data(), &a, sizeof(A));
-      k.kind = SYRAH_ARG_VALUE;
-      k.size = sizeof(A);
-      k.value = values_.back()->data();
+      k = plain_arg(a);
+      if (k.kind == SYRAH_ARG_VALUE) {
+        // The command group keeps its own copy of the value.
+        values_.push_back(std::make_unique<std::vector<unsigned char>>(sizeof(A)));
+        std::memcpy(values_.back()->data(), &a, sizeof(A));
+        k.value = values_.back()->data();
+      }
     }
     args_.push_back(k);
   }
