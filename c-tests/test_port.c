@@ -16,7 +16,52 @@ static const char *kSource =
     "__kernel void box(__global int *p, int row_pitch, int slice_pitch, int v) {\n"
     "  size_t x = get_global_id(2), y = get_global_id(1), z = get_global_id(0);\n"
     "  p[z * slice_pitch + y * row_pitch + x] += v;\n"
-    "}\n";
+    "}\n"
+    "__kernel void copy(__global const int *a, __global int *b) {\n"
+    "  b[get_global_id(0)] = a[get_global_id(0)];\n"
+    "}\n"
+    "__kernel void scale(__global float *p, float f, int n) {\n"
+    "  size_t i = get_global_id(0); if (i < (size_t)n) p[i] *= f;\n"
+    "}\n"
+    "__kernel void add2d(__global int *p, int row_pitch, int slice_pitch, int v) {\n"
+    "  p[get_global_id(0) * row_pitch + get_global_id(1)] += v + slice_pitch - slice_pitch;\n"
+    "}\n"
+    "__kernel void inc(__global int *p, int v) { p[get_global_id(0)] += v; }\n"
+    "__kernel void inc2(__global int *p, int v) { p[get_global_id(0) * 12 + get_global_id(1)] += v; }\n";
+
+/* A queue on a device, its context and kSource built there. */
+typedef struct {
+  syrah_queue *q;
+  syrah_context *ctx;
+  syrah_program *prog;
+} env;
+
+static int env_open(env *e, const syrah_device *d, syrah_queue_flags flags) {
+  memset(e, 0, sizeof *e);
+  if (syrah_queue_create(NULL, d, flags, NULL, NULL, &e->q) != SYRAH_SUCCESS ||
+      syrah_queue_get_context(e->q, &e->ctx) != SYRAH_SUCCESS ||
+      syrah_program_create_from_source(e->ctx, kSource, NULL, &e->prog) != SYRAH_SUCCESS) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    return 0;
+  }
+  return 1;
+}
+
+/* Kernel `name` of the program, or NULL after a reported failure. */
+static syrah_kernel *env_kernel(env *e, const char *name) {
+  syrah_kernel *k = NULL;
+  if (syrah_kernel_create(e->prog, name, &k) != SYRAH_SUCCESS)
+    T_FAIL("kernel %s: %s", name, syrah_last_error_message());
+  return k;
+}
+
+/* Waits for the queue's work, then releases it all. */
+static void env_close(env *e) {
+  if (e->q) EXPECT_OK(syrah_queue_wait(e->q));
+  if (e->prog) syrah_program_release(e->prog);
+  if (e->q) syrah_queue_release(e->q);
+  if (e->ctx) syrah_context_release(e->ctx);
+}
 
 static void host_memcpy(const syrah_device *d, syrah_queue_flags flags) {
   syrah_queue *q = NULL;
@@ -47,10 +92,9 @@ static void host_memcpy(const syrah_device *d, syrah_queue_flags flags) {
 }
 
 static void kernels(const syrah_device *d) {
-  syrah_queue *q = NULL;
-  syrah_context *ctx = NULL;
-  syrah_program *prog = NULL;
-  syrah_kernel *axpy = NULL, *box = NULL;
+  env e;
+  syrah_queue *q;
+  syrah_kernel *axpy, *box;
   static float x[N], y[N];
   static int cube[4 * 6 * 8];
   float a = 2.0f;
@@ -62,11 +106,13 @@ static void kernels(const syrah_device *d) {
   syrah_range r;
   syrah_host_accessor *ha = NULL;
   float *p = NULL;
-  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
-  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
-  REQUIRE_OK(syrah_program_create_from_source(ctx, kSource, NULL, &prog));
-  REQUIRE_OK(syrah_kernel_create(prog, "axpy", &axpy));
-  REQUIRE_OK(syrah_kernel_create(prog, "box", &box));
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    env_close(&e);
+    return;
+  }
+  q = e.q;
+  axpy = env_kernel(&e, "axpy");
+  box = env_kernel(&e, "box");
   for (i = 0; i < N; ++i) {
     x[i] = (float)i;
     y[i] = 1.0f;
@@ -130,21 +176,17 @@ static void kernels(const syrah_device *d) {
     REQUIRE_OK(syrah_buffer_create(&d2, &bz));
     EXPECT_OK(syrah_buffer_release(bz));
   }
-  EXPECT_OK(syrah_queue_wait(q));
   syrah_kernel_release(axpy);
   syrah_kernel_release(box);
-  syrah_program_release(prog);
-  syrah_queue_release(q);
-  syrah_context_release(ctx);
+  env_close(&e);
 }
 
 /* Ranged accessors at element offsets that are not 128-byte aligned, in
  * 1, 2 and 3 dimensions: on devices without USM their windows are staged. */
 static void offsets(const syrah_device *d) {
-  syrah_queue *q = NULL;
-  syrah_context *ctx = NULL;
-  syrah_program *prog = NULL;
-  syrah_kernel *box = NULL, *copy = NULL;
+  env e;
+  syrah_queue *q;
+  syrah_kernel *box, *copy;
   static int one[64], two[8 * 16], three[5 * 6 * 7], out[16];
   int i, ok, v = 100, pr, ps;
   syrah_buffer *b = NULL, *c = NULL;
@@ -152,20 +194,13 @@ static void offsets(const syrah_device *d) {
   syrah_accessor acc[2];
   syrah_kernel_arg args[4];
   syrah_range r;
-  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
-  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
-  REQUIRE_OK(syrah_program_create_from_source(
-      ctx,
-      "__kernel void box(__global int *p, int row_pitch, int slice_pitch, int v) {\n"
-      "  size_t x = get_global_id(2), y = get_global_id(1), z = get_global_id(0);\n"
-      "  p[z * slice_pitch + y * row_pitch + x] += v;\n"
-      "}\n"
-      "__kernel void copy(__global const int *a, __global int *b) {\n"
-      "  b[get_global_id(0)] = a[get_global_id(0)];\n"
-      "}\n",
-      NULL, &prog));
-  REQUIRE_OK(syrah_kernel_create(prog, "box", &box));
-  REQUIRE_OK(syrah_kernel_create(prog, "copy", &copy));
+  if (!env_open(&e, d, 0)) {
+    env_close(&e);
+    return;
+  }
+  q = e.q;
+  box = env_kernel(&e, "box");
+  copy = env_kernel(&e, "copy");
   args[0] = syrah_arg_accessor(0);
   args[1] = syrah_arg_value(&pr, sizeof pr);
   args[2] = syrah_arg_value(&ps, sizeof ps);
@@ -207,7 +242,7 @@ static void offsets(const syrah_device *d) {
     for (i = 0; i < 64; ++i) one[i] = i;
     bd = syrah_buffer_desc_1d(sizeof(int), 64, one, SYRAH_HOST_WRITE_BACK);
     REQUIRE_OK(syrah_buffer_create(&bd, &b));
-    REQUIRE_OK(syrah_queue_create(ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &iq));
+    REQUIRE_OK(syrah_queue_create(e.ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &iq));
     EXPECT_OK(syrah_queue_begin_recording(iq));
     acc[0] = syrah_accessor_range_1d(b, SYRAH_ACCESS_READ_WRITE, 3, 10);
     pr = ps = 0;
@@ -265,21 +300,17 @@ static void offsets(const syrah_device *d) {
     ok &= three[i] == i + (in ? 100 : 0);
   }
   EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_queue_wait(q));
   syrah_kernel_release(box);
   syrah_kernel_release(copy);
-  syrah_program_release(prog);
-  syrah_queue_release(q);
-  syrah_context_release(ctx);
+  env_close(&e);
 }
 
 /* Arguments bound to a kernel once, overridden per launch; and accessor
  * pitches passed as arguments. */
 static void bound_args(const syrah_device *d) {
-  syrah_queue *q = NULL;
-  syrah_context *ctx = NULL;
-  syrah_program *prog = NULL;
-  syrah_kernel *scale = NULL, *add2d = NULL;
+  env e;
+  syrah_queue *q;
+  syrah_kernel *scale, *add2d;
   static float v[64];
   static int m[6 * 10];
   float f = 2.0f, g = 3.0f;
@@ -291,19 +322,13 @@ static void bound_args(const syrah_device *d) {
   syrah_range r = syrah_range_1d(64);
   syrah_host_accessor *ha = NULL;
   float *p = NULL;
-  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
-  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
-  REQUIRE_OK(syrah_program_create_from_source(
-      ctx,
-      "__kernel void scale(__global float *p, float f, int n) {\n"
-      "  size_t i = get_global_id(0); if (i < (size_t)n) p[i] *= f;\n"
-      "}\n"
-      "__kernel void add2d(__global int *p, int row_pitch, int slice_pitch, int v) {\n"
-      "  p[get_global_id(0) * row_pitch + get_global_id(1)] += v + slice_pitch - slice_pitch;\n"
-      "}\n",
-      NULL, &prog));
-  REQUIRE_OK(syrah_kernel_create(prog, "scale", &scale));
-  REQUIRE_OK(syrah_kernel_create(prog, "add2d", &add2d));
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    env_close(&e);
+    return;
+  }
+  q = e.q;
+  scale = env_kernel(&e, "scale");
+  add2d = env_kernel(&e, "add2d");
   for (i = 0; i < 64; ++i) v[i] = 1.0f;
   bd = syrah_buffer_desc_1d(sizeof(float), 64, v, SYRAH_HOST_WRITE_BACK);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
@@ -352,20 +377,16 @@ static void bound_args(const syrah_device *d) {
     ok &= m[i] == i + (row >= 2 && row < 5 && col >= 3 && col < 7 ? 1000 : 0);
   }
   EXPECT_TRUE(ok);
-  EXPECT_OK(syrah_queue_wait(q));
   syrah_kernel_release(scale);
   syrah_kernel_release(add2d);
-  syrah_program_release(prog);
-  syrah_queue_release(q);
-  syrah_context_release(ctx);
+  env_close(&e);
 }
 
 /* One element read in one call, moving exactly its bytes. */
 static void small_reads(const syrah_device *d) {
-  syrah_queue *q = NULL;
-  syrah_context *ctx = NULL;
-  syrah_program *prog = NULL;
-  syrah_kernel *inc = NULL;
+  env e;
+  syrah_queue *q;
+  syrah_kernel *inc, *inc2;
   static int data[4096], grid[8 * 12];
   int i, got = 0, box[2 * 3], ok, one = 1;
   size_t at[3] = {1234, 0, 0}, n1[3] = {1, 0, 0}, o2[3] = {2, 1, 0}, r2[3] = {2, 3, 0};
@@ -377,11 +398,13 @@ static void small_reads(const syrah_device *d) {
   syrah_buffer_stats st0, st1;
   syrah_host_accessor *ha = NULL;
   int *p = NULL;
-  REQUIRE_OK(syrah_queue_create(NULL, d, 0, NULL, NULL, &q));
-  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
-  REQUIRE_OK(syrah_program_create_from_source(
-      ctx, "__kernel void inc(__global int *p, int v) { p[get_global_id(0)] += v; }", NULL, &prog));
-  REQUIRE_OK(syrah_kernel_create(prog, "inc", &inc));
+  if (!env_open(&e, d, 0)) {
+    env_close(&e);
+    return;
+  }
+  q = e.q;
+  inc = env_kernel(&e, "inc");
+  inc2 = env_kernel(&e, "inc2");
   for (i = 0; i < 4096; ++i) data[i] = i;
   bd = syrah_buffer_desc_1d(sizeof(int), 4096, data, SYRAH_HOST_COPY_IN);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
@@ -422,13 +445,6 @@ static void small_reads(const syrah_device *d) {
   acc = syrah_accessor_whole(b, SYRAH_ACCESS_READ_WRITE);
   r = syrah_range_2d(8, 12);
   {
-    syrah_kernel *inc2 = NULL;
-    syrah_program *p2 = NULL;
-    EXPECT_OK(syrah_program_create_from_source(
-        ctx, "__kernel void inc2(__global int *p, int v) {"
-             " p[get_global_id(0) * 12 + get_global_id(1)] += v; }",
-        NULL, &p2));
-    EXPECT_OK(syrah_kernel_create(p2, "inc2", &inc2));
     EXPECT_OK(syrah_queue_submit_kernel(q, inc2, &r, &acc, 1, a, 2, NULL, 0, NULL));
     EXPECT_OK(syrah_buffer_get_stats(b, &st0));
     EXPECT_OK(syrah_buffer_read(b, o2, r2, box));
@@ -436,16 +452,12 @@ static void small_reads(const syrah_device *d) {
     for (i = 0, ok = 1; i < 6; ++i) ok &= box[i] == (2 + i / 3) * 12 + 1 + i % 3 + 1;
     EXPECT_TRUE(ok);
     EXPECT_EQ(st1.device_to_host_bytes - st0.device_to_host_bytes, 6 * sizeof(int));
-    syrah_kernel_release(inc2);
-    syrah_program_release(p2);
   }
   EXPECT_ERR(syrah_buffer_read(b, o2, r2, NULL), SYRAH_ERROR_NULL_ARGUMENT, "destination");
   EXPECT_OK(syrah_buffer_release(b));
-  EXPECT_OK(syrah_queue_wait(q));
   syrah_kernel_release(inc);
-  syrah_program_release(prog);
-  syrah_queue_release(q);
-  syrah_context_release(ctx);
+  syrah_kernel_release(inc2);
+  env_close(&e);
 }
 
 static void per_device(const syrah_device *d) {
