@@ -222,13 +222,11 @@ impl Queue {
                 }
             }
         }
-        let follow = last.first().copied();
         let mut others: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
         for &(lane, seq) in last.iter().skip(1) {
             others.extend(self.event_at(lane, seq)?.0);
         }
-        let follow_seq = follow.map(|(_, seq)| seq);
-        let follow = follow.map(|(lane, _)| lane);
+        let follow = last.first().map(|&(lane, _)| lane);
         if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
             let api = api()?;
             let mut lanes = self.lanes.lock();
@@ -297,7 +295,7 @@ impl Queue {
         // Tracked: what the command follows on a lane gets an event too.
         let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         all.extend(others);
-        if let (Some(lane), Some(seq)) = (follow, follow_seq) {
+        if let Some(&(lane, seq)) = last.first() {
             all.extend(self.event_at(lane, seq)?.0);
         }
         self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, ev))
