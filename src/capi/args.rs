@@ -49,7 +49,9 @@ pub(crate) unsafe fn resolve(
     if raw.len() > n || (raw.len() == n && !raw.iter().any(special)) {
         return Ok(None);
     }
-    let bound = kernel.bound.lock().clone();
+    // Held while the launch's arguments are made (memory only): a binding
+    // made meanwhile on another thread is taken whole or not at all.
+    let bound = kernel.bound.lock();
     let mut values = Vec::new();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -81,14 +83,14 @@ pub(crate) unsafe fn resolve(
                 value_arg(&mut values, Box::new(pitch.to_ne_bytes()))
             }
             Some(a) => *a,
-            None => match bound.get(i).cloned().flatten() {
-                Some(BoundArg::Value(v)) => value_arg(&mut values, v.into_boxed_slice()),
-                Some(BoundArg::Usm(p)) => syrah_kernel_arg {
+            None => match bound.get(i).and_then(Option::as_ref) {
+                Some(BoundArg::Value(v)) => value_arg(&mut values, v.as_slice().into()),
+                Some(&BoundArg::Usm(p)) => syrah_kernel_arg {
                     kind: SYRAH_ARG_USM,
                     size: std::mem::size_of::<usize>(),
                     value: p as *const std::ffi::c_void,
                 },
-                Some(BoundArg::Local(bytes)) => syrah_kernel_arg {
+                Some(&BoundArg::Local(bytes)) => syrah_kernel_arg {
                     kind: SYRAH_ARG_LOCAL,
                     size: bytes,
                     value: std::ptr::null(),
