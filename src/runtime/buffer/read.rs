@@ -25,7 +25,6 @@ impl Buffer {
         dst: *mut u8,
     ) -> Result<usize> {
         let s = self.owner.storage.clone();
-        let pages = self.pages_of(offset, range)?;
         let g = s.geom;
         if self.view != g {
             // A reinterpreted view's elements are no box of the storage's:
@@ -37,6 +36,7 @@ impl Buffer {
             // their total per the contract.
             return Ok(unsafe { copy_runs(&runs, base, dst) });
         }
+        let pages = self.pages_of(offset, range)?;
         let _turn = s.take_turn();
         let mut st = s.state.lock();
         prune(&mut st);
