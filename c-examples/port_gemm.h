@@ -11,7 +11,7 @@
 static const char *gemm_source =
     "__kernel void gemm(__global const float *a, __global const float *b,\n"
     "                   __global float *c, int n, float alpha, float beta) {\n"
-    "  int row = get_global_id(0), col = get_global_id(1);\n"
+    "  int col = get_global_id(0), row = get_global_id(1); /* neighbours in dimension 0 share a row */\n"
     "  float sum = 0.0f;\n"
     "  for (int k = 0; k < n; ++k) sum += a[row * n + k] * b[k * n + col];\n"
     "  c[row * n + col] = alpha * sum + beta * c[row * n + col];\n"

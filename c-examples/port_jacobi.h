@@ -11,7 +11,7 @@
 
 static const char *jacobi_source =
     "__kernel void jacobi(__global const float *in, __global float *out, int n) {\n"
-    "  int row = get_global_id(0), col = get_global_id(1);\n"
+    "  int col = get_global_id(0), row = get_global_id(1); /* neighbours in dimension 0 share a row */\n"
     "  int i = row * n + col;\n"
     "  if (row == 0 || col == 0 || row == n - 1 || col == n - 1) out[i] = in[i];\n"
     "  else out[i] = 0.25f * (in[i - n] + in[i + n] + in[i - 1] + in[i + 1]);\n"

@@ -13,7 +13,8 @@ enum { H = 512, W = 512, ITERS = 20, BAND = 8 };
 static const char *source =
     "__kernel void jacobi(__global const float *in, __global float *out, int width) {\n"
     "  /* `in` starts one row above this part's first row, `out` at it. */\n"
-    "  int y = (int)get_global_id(0), x = (int)get_global_id(1);\n"
+    "  /* Dimension 0 runs along a row: neighbouring work-items, neighbouring addresses. */\n"
+    "  int x = (int)get_global_id(0), y = (int)get_global_id(1);\n"
     "  const __global float *c = in + (y + 1) * width;\n"
     "  float v = c[x];\n"
     "  if (x > 0 && x < width - 1)\n"
@@ -107,7 +108,7 @@ int main(void) {
       size_t r0 = p == 0 ? 1 : H / 2, r1 = p == 0 ? H / 2 : H - 1;
       syrah_accessor acc[2];
       syrah_kernel_arg args[3];
-      syrah_range r = syrah_range_2d(r1 - r0, W);
+      syrah_range r = syrah_range_2d(W, r1 - r0);
       memset(acc, 0, sizeof acc);
       acc[0].buffer = in;
       acc[0].mode = SYRAH_ACCESS_READ;
