@@ -134,6 +134,7 @@ static void test_without_device(void) {
   BAD(syrah_event_get_profiling(NULL, SYRAH_PROFILING_END, NULL), NUL, "");
   BAD(syrah_user_event_create(NULL, NULL), NUL, "");
   BAD(syrah_user_event_complete(NULL, false), NUL, "event");
+  BAD(syrah_user_event_fail(NULL, "lost"), NUL, "event");
   BAD(syrah_event_retain(NULL), NUL, "event");
   BAD(syrah_event_release(NULL), NUL, "event");
 
@@ -388,8 +389,10 @@ static void test_launch_input(const syrah_device *d, const syrah_context *ctx, c
   deps[0] = ev;
   BAD(syrah_event_wait_list(deps, 2), NUL, "events[1]");
   BAD(syrah_user_event_create(ctx, NULL), NUL, "out_event");
+  BAD(syrah_user_event_fail(ev, NULL), NUL, "message");
   EXPECT_OK(syrah_user_event_complete(ev, false));
   BAD(syrah_user_event_complete(ev, false), INV, "already");
+  BAD(syrah_user_event_fail(ev, "lost"), INV, "already");
   EXPECT_OK(syrah_event_get_status(ev, &st));
   EXPECT_EQ(st, SYRAH_EVENT_COMPLETE);
   EXPECT_OK(syrah_event_release(ev));

@@ -165,6 +165,33 @@ static void test_host_tasks(const syrah_device *d) {
   syrah_event_release(user);
   tasks[0].release = NULL;
 
+  /* A user event failed with a message: a host task and a device copy
+   * after it fail, quoting the message. */
+  {
+    static int source[N];
+    syrah_event *copy = NULL;
+    syrah_buffer *other = NULL;
+    syrah_buffer_desc od = t_desc1(N, NULL, SYRAH_HOST_NONE);
+    REQUIRE_OK(syrah_buffer_create(&od, &other));
+    REQUIRE_OK(syrah_user_event_create(ctx, &user));
+    EXPECT_OK(syrah_queue_submit_host_tasks(q, NULL, 0, tasks, 1, (const syrah_event *const *)&user, 1, &ev));
+    a = t_whole(other, SYRAH_ACCESS_DISCARD_WRITE);
+    EXPECT_OK(syrah_queue_copy_to_accessor(q, source, &a, NULL, NULL, (const syrah_event *const *)&user, 1, &copy));
+    EXPECT_ERR(syrah_user_event_fail(NULL, "x"), SYRAH_ERROR_NULL_ARGUMENT, "event");
+    EXPECT_ERR(syrah_user_event_fail(user, NULL), SYRAH_ERROR_NULL_ARGUMENT, "message");
+    EXPECT_OK(syrah_user_event_fail(user, "the peer went away at step 7"));
+    EXPECT_ERR(syrah_user_event_fail(user, "again"), SYRAH_ERROR_INVALID_ARGUMENT, "already");
+    EXPECT_ERR(syrah_event_wait(ev), SYRAH_ERROR_EXECUTION_FAILED, "the peer went away at step 7");
+    EXPECT_ERR(syrah_event_wait(copy), SYRAH_ERROR_EXECUTION_FAILED, "the peer went away at step 7");
+    EXPECT_OK(syrah_event_get_status(user, &st));
+    EXPECT_EQ(st, SYRAH_EVENT_FAILED);
+    syrah_event_release(copy);
+    syrah_event_release(ev);
+    syrah_event_release(user);
+    (void)syrah_queue_wait(q);
+    EXPECT_OK(syrah_buffer_release(other));
+  }
+
   /* A failing task: one asynchronous error, and its dependents fail too. */
   tasks[0].run = task_fail;
   a = t_whole(b, SYRAH_ACCESS_READ_WRITE);

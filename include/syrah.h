@@ -1142,6 +1142,12 @@ syrah_status syrah_user_event_create(const syrah_context *context, syrah_event *
 syrah_status syrah_user_event_complete(const syrah_event *event, bool failed);
 
 /*
+ Completes a user event as failed with `message`: commands waiting on it
+ fail, and the failure they report quotes the message.
+ */
+syrah_status syrah_user_event_fail(const syrah_event *event, const char *message);
+
+/*
  Adds a reference to an event.
  */
 syrah_status syrah_event_retain(const syrah_event *event);

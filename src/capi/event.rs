@@ -155,6 +155,25 @@ pub unsafe extern "C" fn syrah_user_event_complete(
     })
 }
 
+/// Completes a user event as failed with `message`: commands waiting on it
+/// fail, and the failure they report quotes the message.
+#[no_mangle]
+pub unsafe extern "C" fn syrah_user_event_fail(
+    event: *const Event,
+    message: *const std::ffi::c_char,
+) -> syrah_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { borrow(event, "event") }?;
+        // SAFETY: forwarded contract (a NUL-terminated string or NULL).
+        let m = unsafe { super::cstr(message, "message") }?;
+        e.complete_user_with(Some(Error::new(
+            crate::core::error::Status::ExecutionFailed,
+            m.to_string(),
+        )))
+    })
+}
+
 /// Adds a reference to an event.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_event_retain(event: *const Event) -> syrah_status {
