@@ -79,53 +79,25 @@ fn writes_device(m: Mode, what: &str) -> Result<()> {
     }
 }
 
-struct Release {
-    f: unsafe extern "C" fn(*mut c_void, *mut c_void),
-    ptr: usize,
-    user: usize,
-}
-
-unsafe extern "C" fn run_release(
-    _ev: crate::opencl::ffi::cl_event,
-    _status: crate::opencl::ffi::cl_int,
-    user: *mut c_void,
-) {
-    // SAFETY: `user` is the Box registered with this callback, taken back
-    // exactly once.
-    let r = unsafe { Box::from_raw(user as *mut Release) };
-    // SAFETY: the user's callback with the pointer and data they gave.
-    unsafe { (r.f)(r.ptr as *mut c_void, r.user as *mut c_void) };
-}
-
+/// Calls `release(ptr, user)` once `ev` has completed or failed: soon
+/// after, through the runtime's watcher (drivers' own completion callbacks
+/// can come milliseconds late).
 fn on_complete(
-    ev: &Event,
+    ev: &Arc<Event>,
     release: syrah_host_release_fn,
     ptr: usize,
     user: *mut c_void,
 ) -> Result<()> {
     let Some(f) = release else { return Ok(()) };
-    let api = crate::opencl::loader::api()?;
-    let raw = Box::into_raw(Box::new(Release {
-        f,
-        ptr,
-        user: user as usize,
-    })) as *mut c_void;
-    // SAFETY: a live event; the callback takes the box back once.
-    let rc = unsafe {
-        (api.clSetEventCallback)(
-            ev.cl,
-            crate::opencl::ffi::CL_COMPLETE,
-            Some(run_release),
-            raw,
-        )
-    };
-    if rc != crate::opencl::ffi::CL_SUCCESS {
-        // Not registered: run it here once the copy is done.
-        let _ = ev.wait();
-        // SAFETY: `raw` is the box made above, handed over exactly once.
-        unsafe { run_release(ev.cl, 0, raw) };
-    }
-    Ok(())
+    let user = user as usize;
+    crate::runtime::watch::when_done(
+        ev,
+        Box::new(move || {
+            // SAFETY: the user's callback with the pointer and data they
+            // gave, called once.
+            unsafe { f(ptr as *mut c_void, user as *mut c_void) }
+        }),
+    )
 }
 
 unsafe fn one_request<'a>(
