@@ -1,19 +1,23 @@
 /* Syrah's MPI companion: transfers of buffer regions and USM memory as
- * Syrah commands. Sends pack their data on a host task and hand MPI a
- * copy, so no runtime thread ever waits for a peer; receives are posted
- * at once (or after their dependencies, for USM) and a progress thread
- * completes them, releasing the command that unpacks or the user event
- * that stands for them. */
+ * Syrah commands. A region's send copies just its bytes, packed, out of
+ * the buffer and starts MPI's send as that copy completes; a receive is
+ * posted at once (or after its dependencies, for USM) and a progress
+ * thread completes it, releasing the copy into the region or the user
+ * event that stands for it. No runtime thread ever waits for a peer. */
 #define _POSIX_C_SOURCE 200809L
 #include "syrah_mpi.h"
 
 #include <limits.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 /* Room for one message. */
 #define MSG 700
@@ -26,13 +30,18 @@ typedef struct pending pending;
 typedef struct op {
   syrah_mpi_comm *comm;
   size_t ext[3];   /* slices, rows, row length in elements */
-  size_t elem, row_pitch, slice_pitch, bytes;
+  size_t elem, bytes;
   int peer, tag;
-  void *staging;         /* packed data (receives) */
+  void *staging;         /* packed data */
   syrah_event *arrived;  /* completed when the receive completed in MPI */
+  int fail_arrived;      /* a failed receive fails `arrived` with its message */
   int failed;
   char msg[MSG];
-  int refs; /* the progress thread and the command each hold one */
+  int refs; /* receives: the progress thread and the command each hold one */
+  /* Sends: the copy out of the buffer, and which of its completion and the
+   * submitting call's return has come (the second starts the send). */
+  syrah_event *copied;
+  int copy_done, submitted;
 } op;
 
 struct pending {
@@ -148,7 +157,13 @@ static void complete(syrah_mpi_comm *c, pending *p, const char *msg) {
   pthread_cond_broadcast(&c->changed);
   pthread_mutex_unlock(&c->lock);
   if (p->op) {
-    syrah_user_event_complete(p->op->arrived, false);
+    if (msg[0] && p->op->fail_arrived) {
+      /* What the region receives in place of the message. */
+      memset(p->op->staging, 0, p->op->bytes);
+      syrah_user_event_fail(p->op->arrived, msg);
+    } else {
+      syrah_user_event_complete(p->op->arrived, false);
+    }
     op_unref(p->op);
   }
   if (p->done) {
@@ -197,8 +212,25 @@ static int match(syrah_mpi_comm *c, pending *p) {
   return 1;
 }
 
+/* Microseconds on a monotonic clock. */
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* After a transfer completes, the progress thread keeps looking (giving
+ * its core to others between looks) this long before it sleeps between
+ * looks: the next message of a halo exchange is usually that close. */
+#define SPIN_US 300.0
+
 static void *progress(void *arg) {
   syrah_mpi_comm *c = (syrah_mpi_comm *)arg;
+  double busy = now_us();
+#ifdef __linux__
+  /* Sleeps overrun by the timer slack, 50 µs by default. */
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
   for (;;) {
     pending *batch[64];
     int n = 0, i, done = 0;
@@ -230,7 +262,11 @@ static void *progress(void *arg) {
         ++done;
       }
     }
-    if (!done) {
+    if (done) {
+      busy = now_us();
+    } else if (now_us() - busy < SPIN_US) {
+      sched_yield();
+    } else {
       struct timespec ts = {0, 20000};
       nanosleep(&ts, NULL);
     }
@@ -423,8 +459,6 @@ static syrah_status region_op(syrah_mpi_comm *comm, const syrah_accessor *region
   if (!o) return fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory for an MPI transfer");
   o->comm = comm;
   o->elem = info.element_size;
-  o->row_pitch = info.row_pitch;
-  o->slice_pitch = info.slice_pitch;
   o->ext[0] = info.dimensions == 3 ? r[0] : 1;
   o->ext[1] = info.dimensions == 3 ? r[1] : info.dimensions == 2 ? r[0] : 1;
   o->ext[2] = r[info.dimensions - 1];
@@ -440,43 +474,46 @@ static syrah_status region_op(syrah_mpi_comm *comm, const syrah_accessor *region
   return SYRAH_SUCCESS;
 }
 
-/* Copies between the region at `base` (with the buffer's pitches) and the
- * packed bytes at `packed`. */
-static void pack(const op *o, char *base, char *packed, int to_packed) {
-  size_t z, y, row = o->ext[2] * o->elem;
-  for (z = 0; z < o->ext[0]; ++z)
-    for (y = 0; y < o->ext[1]; ++y) {
-      char *at = base + z * o->slice_pitch + y * o->row_pitch;
-      if (to_packed)
-        memcpy(packed, at, row);
-      else
-        memcpy(at, packed, row);
-      packed += row;
+/* Starts the send of `o` once its copy out of the buffer has completed and
+ * the call that submitted it has returned, whichever comes second; a copy
+ * that failed sends nothing (its command reports the failure). Frees `o`. */
+static void send_copied(op *o, int from_copy) {
+  syrah_event_status st = SYRAH_EVENT_FAILED;
+  syrah_status s;
+  int go;
+  pthread_mutex_lock(&o->comm->lock);
+  if (from_copy)
+    o->copy_done = 1;
+  else
+    o->submitted = 1;
+  go = o->copy_done && o->submitted;
+  pthread_mutex_unlock(&o->comm->lock);
+  if (!go) return;
+  if (o->copied) syrah_event_get_status(o->copied, &st);
+  if (st == SYRAH_EVENT_COMPLETE) {
+    s = start(o->comm, 0, o->staging, o->bytes, o->peer, o->tag, o->staging, NULL, NULL);
+    if (s == SYRAH_SUCCESS) {
+      o->staging = NULL; /* the progress thread frees it */
+    } else {
+      pthread_mutex_lock(&o->comm->lock);
+      record_error(o->comm, syrah_last_error_message());
+      pthread_mutex_unlock(&o->comm->lock);
     }
+  }
+  if (o->copied) syrah_event_release(o->copied);
+  free(o->staging);
+  free(o);
 }
 
-static syrah_status send_task(const syrah_host_task_context *ctx, void *user) {
-  op *o = (op *)user;
-  void *p = NULL;
-  char *packed;
-  syrah_status s = syrah_host_task_get_pointer(ctx, 0, &p);
-  if (s != SYRAH_SUCCESS) return s;
-  packed = (char *)malloc(o->bytes);
-  if (!packed) return fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory to pack %zu bytes for MPI", o->bytes);
-  pack(o, (char *)p, packed, 1);
-  s = start(o->comm, 0, packed, o->bytes, o->peer, o->tag, packed, NULL, NULL);
-  if (s != SYRAH_SUCCESS) free(packed);
-  return s;
-}
-
-static void free_op(void *user) {
-  free(user);
+/* The copy's release: its data is packed in `o->staging`. */
+static void send_release(void *packed, void *user) {
+  (void)packed;
+  send_copied((op *)user, 1);
 }
 
 syrah_status syrah_mpi_send(const syrah_queue *queue, syrah_mpi_comm *comm, const syrah_accessor *region, int dest,
                             int tag, const syrah_event *const *dependencies, size_t dependency_count,
                             syrah_event **out_event) {
-  syrah_host_task t;
   op *o = NULL;
   syrah_status s = check_common(queue, comm, dest, tag, "destination");
   if (s != SYRAH_SUCCESS) return s;
@@ -485,35 +522,31 @@ syrah_status syrah_mpi_send(const syrah_queue *queue, syrah_mpi_comm *comm, cons
                 "a send reads its region: mode %u is not read (1) or read_write (3)", region->mode);
   s = region_op(comm, region, dest, tag, &o);
   if (s != SYRAH_SUCCESS) return s;
-  t.run = send_task;
-  t.user_data = o;
-  t.release = free_op;
-  s = syrah_queue_submit_host_tasks(queue, region, 1, &t, 1, dependencies, dependency_count, out_event);
-  if (s != SYRAH_SUCCESS) free(o);
-  return s;
-}
-
-static syrah_status recv_task(const syrah_host_task_context *ctx, void *user) {
-  op *o = (op *)user;
-  void *p = NULL;
-  int failed;
-  char msg[MSG];
-  syrah_status s;
-  pthread_mutex_lock(&o->comm->lock);
-  failed = o->failed;
-  memcpy(msg, o->msg, sizeof msg);
-  pthread_mutex_unlock(&o->comm->lock);
-  if (failed) {
-    syrah_set_error_message(msg);
-    return SYRAH_ERROR_COMMUNICATION;
+  o->staging = malloc(o->bytes);
+  if (!o->staging) {
+    size_t bytes = o->bytes;
+    free(o);
+    return fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory to pack %zu bytes for MPI", bytes);
   }
-  s = syrah_host_task_get_pointer(ctx, 0, &p);
-  if (s != SYRAH_SUCCESS) return s;
-  pack(o, (char *)p, (char *)o->staging, 0);
+  /* The region comes packed straight from wherever it is current (only its
+   * bytes move); the send starts as soon as the copy completes. */
+  s = syrah_queue_copy_from_accessor(queue, region, o->staging, send_release, o, dependencies, dependency_count,
+                                     &o->copied);
+  if (s != SYRAH_SUCCESS) {
+    free(o->staging);
+    free(o);
+    return s;
+  }
+  if (out_event) {
+    syrah_event_retain(o->copied);
+    *out_event = o->copied;
+  }
+  send_copied(o, 0);
   return SYRAH_SUCCESS;
 }
 
-static void unref_op(void *user) {
+static void unref_op(void *packed, void *user) {
+  (void)packed;
   op_unref((op *)user);
 }
 
@@ -554,7 +587,6 @@ static void drop_unposted(op *o) {
 syrah_status syrah_mpi_recv(const syrah_queue *queue, syrah_mpi_comm *comm, const syrah_accessor *region,
                             int source, int tag, const syrah_event *const *dependencies, size_t dependency_count,
                             syrah_event **out_event) {
-  syrah_host_task t;
   const syrah_event **deps;
   op *o = NULL;
   syrah_status s = check_common(queue, comm, source, tag, "source");
@@ -570,6 +602,7 @@ syrah_status syrah_mpi_recv(const syrah_queue *queue, syrah_mpi_comm *comm, cons
     free(o);
     return fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory for a receive");
   }
+  o->fail_arrived = 1;
   s = post_staged_recv(queue, o);
   if (s != SYRAH_SUCCESS) {
     free(deps);
@@ -577,10 +610,9 @@ syrah_status syrah_mpi_recv(const syrah_queue *queue, syrah_mpi_comm *comm, cons
     return s;
   }
   deps[dependency_count] = o->arrived;
-  t.run = recv_task;
-  t.user_data = o;
-  t.release = unref_op;
-  s = syrah_queue_submit_host_tasks(queue, region, 1, &t, 1, deps, dependency_count + 1, out_event);
+  /* The packed message goes straight into the region wherever the next
+   * reader needs it: only its bytes move. */
+  s = syrah_queue_copy_to_accessor(queue, o->staging, region, unref_op, o, deps, dependency_count + 1, out_event);
   free(deps);
   /* Posted already: the progress thread finishes it whatever happens here. */
   if (s != SYRAH_SUCCESS) op_unref(o);
