@@ -6,6 +6,9 @@
  *     against the same copy again (cl_mem and SVM), three fresh rounds;
  *   - a 16 MiB copy from pinned memory ended by a blocking call, by
  *     clWaitForEvents, and by asking its status until it is complete;
+ *   - a 4 KiB copy (from pinned and from ordinary memory) released by
+ *     completing the user event it waits on, and a kernel after it on the
+ *     same queue or on another one;
  *   - a kernel that waits on another queue's kernel through an event,
  *     against kernels on one queue and on two queues without waits;
  *   - 64 MiB of ordinary memory given to a CL_MEM_USE_HOST_PTR buffer:
@@ -251,6 +254,126 @@ static void copy_waits(raw_env *e) {
   CL_OK(clReleaseMemObject(dev));
 }
 
+/* A 4 KiB copy to the device enqueued behind a user event: µs from
+ * clSetUserEventStatus until the copy's status says complete, against the
+ * same copy enqueued then (no user event) until complete; from pinned and
+ * from ordinary (malloc'd) memory. Median of 25: what a command held back
+ * by the host costs. */
+static void user_event_gate(raw_env *e, int svm_ok) {
+  enum { REPS = 25, BYTES = 4096 };
+  cl_int err;
+  cl_mem pinned = clCreateBuffer(e->ctx, CL_MEM_ALLOC_HOST_PTR, BYTES, NULL, &err), dev;
+  double t[8][REPS];
+  void *h, *ordinary = malloc(BYTES), *svm = NULL;
+  int rep, mode;
+  CL_OK(err);
+  if (!ordinary) exit(1);
+  dev = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, BYTES, NULL, &err);
+  CL_OK(err);
+  h = clEnqueueMapBuffer(e->q, pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, BYTES, 0, NULL, NULL, &err);
+  CL_OK(err);
+  memset(h, 2, BYTES);
+  memset(ordinary, 3, BYTES);
+  if (svm_ok) svm = clSVMAlloc(e->ctx, CL_MEM_READ_WRITE, BYTES, 0);
+  for (rep = -1; rep < REPS; ++rep)
+    for (mode = 0; mode < (svm ? 8 : 6); ++mode) {
+      cl_event user = NULL, ev;
+      cl_int st = CL_QUEUED;
+      const void *src = mode < 2 || mode >= 4 ? h : ordinary;
+      double t0;
+      if (mode % 2) {
+        user = clCreateUserEvent(e->ctx, &err);
+        CL_OK(err);
+        if (mode >= 6)
+          CL_OK(clEnqueueSVMMemcpy(e->q, CL_FALSE, svm, ordinary, BYTES, 1, &user, &ev));
+        else
+          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, BYTES, src, 1, &user, &ev));
+        CL_OK(clFlush(e->q));
+        t0 = now_us();
+        CL_OK(clSetUserEventStatus(user, CL_COMPLETE));
+      } else {
+        t0 = now_us();
+        if (mode >= 6)
+          CL_OK(clEnqueueSVMMemcpy(e->q, CL_FALSE, svm, ordinary, BYTES, 0, NULL, &ev));
+        else
+          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, BYTES, src, 0, NULL, &ev));
+        CL_OK(clFlush(e->q));
+      }
+      while (st > CL_COMPLETE) {
+        CL_OK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+        if (mode >= 4 && mode < 6 && st > CL_COMPLETE) {
+          struct timespec ts = {0, 20000};
+          nanosleep(&ts, NULL);
+        }
+      }
+      if (rep >= 0) t[mode][rep] = now_us() - t0;
+      CL_OK(clReleaseEvent(ev));
+      if (user) CL_OK(clReleaseEvent(user));
+    }
+  for (mode = 0; mode < (svm ? 8 : 6); ++mode)
+    printf("| 4 KiB from %s memory to the device%s, %s%s | %.1f µs |\n",
+           mode == 2 || mode == 3 || mode >= 6 ? "ordinary" : "pinned", mode >= 6 ? " (SVM memcpy)" : "",
+           mode % 2 ? "behind a user event, from completing the event to the copy complete"
+                    : "enqueued and waited for",
+           mode == 4 || mode == 5 ? ", its status asked every 20 µs" : "", median(t[mode], REPS));
+  if (svm) clSVMFree(e->ctx, svm);
+  CL_OK(clEnqueueUnmapMemObject(e->q, pinned, h, 0, NULL, NULL));
+  CL_OK(clFinish(e->q));
+  CL_OK(clReleaseMemObject(pinned));
+  CL_OK(clReleaseMemObject(dev));
+  free(ordinary);
+}
+
+/* A chain held back by the host: a 4 KiB copy behind a user event on one
+ * queue and a kernel on another queue waiting on that copy's event; µs
+ * from completing the user event until the kernel is complete, against
+ * the same copy and kernel on one queue behind the user event. Median of
+ * 25, the status asked in a tight loop. */
+static void user_event_chain(raw_env *e) {
+  enum { REPS = 25, BYTES = 4096 };
+  cl_int err;
+  cl_command_queue q2 = clCreateCommandQueueWithProperties(e->ctx, e->dev, NULL, &err);
+  cl_mem dev;
+  double t[2][REPS];
+  char host[BYTES];
+  size_t g = BYTES / sizeof(float);
+  int rep, mode, n = 1;
+  CL_OK(err);
+  memset(host, 0, sizeof host);
+  dev = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, BYTES, NULL, &err);
+  CL_OK(err);
+  CL_OK(clSetKernelArg(e->k, 0, sizeof dev, &dev));
+  CL_OK(clSetKernelArg(e->k, 1, sizeof n, &n));
+  for (rep = -1; rep < REPS; ++rep)
+    for (mode = 0; mode < 2; ++mode) {
+      cl_command_queue qk = mode ? q2 : e->q;
+      cl_event user, ce, ke;
+      cl_int st = CL_QUEUED;
+      double t0;
+      user = clCreateUserEvent(e->ctx, &err);
+      CL_OK(err);
+      CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, BYTES, host, 1, &user, &ce));
+      CL_OK(clFlush(e->q));
+      CL_OK(clEnqueueNDRangeKernel(qk, e->k, 1, NULL, &g, NULL, mode ? 1 : 0, mode ? &ce : NULL, &ke));
+      CL_OK(clFlush(qk));
+      t0 = now_us();
+      CL_OK(clSetUserEventStatus(user, CL_COMPLETE));
+      while (st > CL_COMPLETE) CL_OK(clGetEventInfo(ke, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+      if (rep >= 0) t[mode][rep] = now_us() - t0;
+      CL_OK(clReleaseEvent(ke));
+      CL_OK(clReleaseEvent(ce));
+      CL_OK(clReleaseEvent(user));
+    }
+  printf("| a 4 KiB copy behind a user event, then a kernel on the same queue: from completing the event to the "
+         "kernel complete | %.1f µs |\n"
+         "| the same with the kernel on another queue, waiting on the copy's event | %.1f µs |\n",
+         median(t[0], REPS), median(t[1], REPS));
+  CL_OK(clFinish(e->q));
+  CL_OK(clFinish(q2));
+  CL_OK(clReleaseMemObject(dev));
+  CL_OK(clReleaseCommandQueue(q2));
+}
+
 int main(int argc, char **argv) {
   unsigned p = 0, d = 0;
   raw_env e;
@@ -278,6 +401,8 @@ int main(int argc, char **argv) {
   else
     printf("| 16 MiB into a fresh SVM allocation | skipped: the device has no SVM |\n");
   copy_waits(&e);
+  user_event_gate(&e, (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) != 0);
+  user_event_chain(&e);
   host_ptr_copies(&e);
   one = kernels(&e, 0);
   two = kernels(&e, 1);
