@@ -5,9 +5,12 @@
  * result is gathered on rank 0 and checked against a single-process
  * computation, value for value, and each rank's bytes moved and the time
  * per iteration (of the slowest rank) are printed. JACOBI_DEVICES (e.g.
- * "1.0,0.0") gives rank i the i-th device of the list, modulo its length;
+ * "1.0,0.0") gives rank i the i-th device of the list, modulo its length.
  * The interior rows are computed while the halos travel; JACOBI_DEFAULT_PAGES
- * set gives the grids the default pages instead of pages of one row.
+ * set gives the grids the default pages instead of pages of one row;
+ * at most JACOBI_AHEAD iterations (default 4, 0 for no limit, at most 64)
+ * are in flight: on NVIDIA's OpenCL, hundreds of commands waiting on
+ * user events slow every one of them down.
  *   mpiexec -n 4 jacobi_mpi [rows] [columns] [iterations] */
 #define _POSIX_C_SOURCE 200809L
 #include <syrah_mpi.h>
@@ -93,7 +96,7 @@ static syrah_accessor rows_of(const syrah_buffer *b, syrah_access_mode m, size_t
 /* Launches the sweep of `count` rows from local row `first`: it reads
  * rows first - 1 to first + count of `cur` and writes its rows of `next`. */
 static void sweep(const syrah_queue *q, const syrah_kernel *k, const syrah_buffer *cur, const syrah_buffer *next,
-                  int first, int count, int w, int rank) {
+                  int first, int count, int w, int rank, syrah_event **done) {
   syrah_accessor acc[2];
   syrah_kernel_arg args[3];
   syrah_range r = syrah_range_2d((size_t)w, (size_t)count);
@@ -102,7 +105,7 @@ static void sweep(const syrah_queue *q, const syrah_kernel *k, const syrah_buffe
   args[0] = syrah_arg_accessor(0);
   args[1] = syrah_arg_accessor(1);
   args[2] = syrah_arg_value(&w, sizeof w);
-  REQUIRE(syrah_queue_submit_kernel(q, k, &r, acc, 2, args, 3, NULL, 0, NULL));
+  REQUIRE(syrah_queue_submit_kernel(q, k, &r, acc, 2, args, 3, NULL, 0, done));
 }
 
 int main(int argc, char **argv) {
@@ -110,6 +113,8 @@ int main(int argc, char **argv) {
   int rows = argc > 1 ? atoi(argv[1]) : 258, w = argc > 2 ? atoi(argv[2]) : 256;
   int iters = argc > 3 ? atoi(argv[3]) : 50;
   int interior, mine, first, t, i, j, wrong = 0, timed;
+  int ahead = getenv("JACOBI_AHEAD") ? atoi(getenv("JACOBI_AHEAD")) : 4;
+  syrah_event *ring[64] = {NULL}, **slot;
   const syrah_device *devs[16], *d;
   size_t ndev = 0;
   syrah_context *ctx = NULL;
@@ -128,6 +133,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   interior = rows - 2;
+  if (ahead < 0 || ahead > 64) ahead = 64;
   if (rows < 3 || w < 3 || iters < 1 || size > 64 || interior < size) {
     if (rank == 0) fprintf(stderr, "jacobi_mpi: need rows >= ranks + 2, columns >= 3, 1 to 64 ranks\n");
     MPI_Finalize();
@@ -204,12 +210,25 @@ int main(int argc, char **argv) {
       halo = rows_of(cur, SYRAH_ACCESS_DISCARD_WRITE, (size_t)mine + 1, 1, w);
       REQUIRE(syrah_mpi_recv(q, comm, &halo, rank + 1, up, NULL, 0, NULL));
     }
+    /* At most `ahead` iterations in flight: this one waits for the end of
+     * the one `ahead` before it. */
+    slot = NULL;
+    if (ahead) {
+      slot = &ring[t % ahead];
+      if (*slot) {
+        REQUIRE(syrah_event_wait(*slot));
+        REQUIRE(syrah_event_release(*slot));
+        *slot = NULL;
+      }
+    }
     /* The interior rows need no halo: they run while the halos travel.
      * Then the first and the last row, once their halo has arrived. */
-    if (mine > 2) sweep(q, k, cur, next, 2, mine - 2, w, rank);
-    sweep(q, k, cur, next, 1, 1, w, rank);
-    if (mine > 1) sweep(q, k, cur, next, mine, 1, w, rank);
+    if (mine > 2) sweep(q, k, cur, next, 2, mine - 2, w, rank, NULL);
+    sweep(q, k, cur, next, 1, 1, w, rank, mine > 1 ? NULL : slot);
+    if (mine > 1) sweep(q, k, cur, next, mine, 1, w, rank, slot);
   }
+  for (i = 0; i < 64; ++i)
+    if (ring[i]) REQUIRE(syrah_event_release(ring[i]));
   REQUIRE(syrah_queue_wait(q));
   /* A send's command completes once its data is taken; MPI may still be
    * sending it. */
