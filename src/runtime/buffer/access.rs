@@ -38,7 +38,8 @@ pub struct Prepared {
     pub offset: usize,
     /// Where a device without USM cannot view the buffer from the
     /// accessor's first element: the window to stage (see `window.rs`).
-    pub window: Option<Window>,
+    /// Boxed: rare, and a prepared accessor is moved on every launch.
+    pub window: Option<Box<Window>>,
     /// The accessor needs the current contents (not a discard mode).
     pub needs_data: bool,
     /// The storage's turn, held until the command is recorded and this is
@@ -85,7 +86,15 @@ impl Queue {
         // work is done under its storage's lock.
         let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
         order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
-        let mut slots: SmallVec<[Option<Prepared>; 4]> = (0..reqs.len()).map(|_| None).collect();
+        // Already in storage order (one accessor, say): prepared in place;
+        // otherwise in slots, put back in the accessors' order at the end.
+        let in_order = order.iter().enumerate().all(|(k, &i)| k == i);
+        let mut done: SmallVec<[Prepared; 4]> = SmallVec::with_capacity(reqs.len());
+        let mut slots: SmallVec<[Option<Prepared>; 4]> = if in_order {
+            SmallVec::new()
+        } else {
+            (0..reqs.len()).map(|_| None).collect()
+        };
         let mut turns = take_turns(&distinct(reqs, &order)).into_iter();
         let mut last_id = 0;
         for i in order {
@@ -127,13 +136,13 @@ impl Queue {
             let base = st.devs[alloc - 1].ptr;
             let window =
                 if base == 0 && window::needs_staging(off, st.devs[alloc - 1].device.base_align) {
-                    Window::of(&r.buffer.view, r.offset, r.range)
+                    Window::of(&r.buffer.view, r.offset, r.range).map(Box::new)
                 } else {
                     None
                 };
             let eventful = st.eventful;
             drop(st);
-            slots[i] = Some(Prepared {
+            let p = Prepared {
                 eventful,
                 storage: s,
                 pages,
@@ -144,9 +153,17 @@ impl Queue {
                 window,
                 needs_data: r.mode.needs_data(),
                 _turn: turn,
-            });
+            };
+            if in_order {
+                done.push(p);
+            } else {
+                slots[i] = Some(p);
+            }
         }
-        Ok(slots.into_iter().flatten().collect())
+        if !in_order {
+            done.extend(slots.into_iter().flatten());
+        }
+        Ok(done)
     }
 
     /// Records a command that used prepared accessors.

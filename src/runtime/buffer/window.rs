@@ -74,7 +74,9 @@ impl Queue {
             waits.extend(p.event()?);
         }
         for (index, p) in prepared.iter().enumerate() {
-            let Some(window) = p.window else { continue };
+            let Some(window) = p.window.as_deref().copied() else {
+                continue;
+            };
             let base = {
                 let st = p.storage.state.lock();
                 st.devs[p.alloc - 1].mem.ok_or_else(|| {
