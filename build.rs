@@ -8,12 +8,9 @@ fn main() {
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
-    println!("cargo:rerun-if-changed=syrah.map");
-    // Export only the syrah_* symbols and give the library a soname.
-    println!(
-        "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
-        dir.join("syrah.map").display()
-    );
+    // A cdylib exports only its `#[no_mangle]` functions (rustc writes the
+    // version script: a second one would clash with it), all named
+    // syrah_*; the library gets a soname.
     let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap_or_else(|_| "0".into());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsyrah.so.{major}");
     // Never unmapped by dlclose: runtime threads may still be parked in the
