@@ -58,6 +58,7 @@ struct syrah_mpi_comm {
   pthread_t thread;
   uint64_t sent, received;
   int has_error;
+  int unstarted; /* sends submitted whose MPI send has not been started yet */
   char error[MSG];
 };
 

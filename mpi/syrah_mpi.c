@@ -293,7 +293,7 @@ syrah_status syrah_mpi_comm_wait(syrah_mpi_comm *comm) {
   char msg[MSG] = "";
   if (!comm) return sm_fail(SYRAH_ERROR_NULL_ARGUMENT, "comm is NULL");
   pthread_mutex_lock(&comm->lock);
-  while (comm->list) pthread_cond_wait(&comm->changed, &comm->lock);
+  while (comm->list || comm->unstarted) pthread_cond_wait(&comm->changed, &comm->lock);
   if (comm->has_error) {
     snprintf(msg, sizeof msg, "%s", comm->error);
     comm->has_error = 0;

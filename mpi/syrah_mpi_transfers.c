@@ -78,6 +78,10 @@ static void send_copied(op *o, int from_copy) {
       pthread_mutex_unlock(&o->comm->lock);
     }
   }
+  pthread_mutex_lock(&o->comm->lock);
+  --o->comm->unstarted;
+  pthread_cond_broadcast(&o->comm->changed);
+  pthread_mutex_unlock(&o->comm->lock);
   if (o->copied) syrah_event_release(o->copied);
   free(o->staging);
   free(o);
@@ -107,10 +111,18 @@ syrah_status syrah_mpi_send(const syrah_queue *queue, syrah_mpi_comm *comm, cons
     return sm_fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory to pack %zu bytes for MPI", bytes);
   }
   /* The region comes packed straight from wherever it is current (only its
-   * bytes move); the send starts as soon as the copy completes. */
+   * bytes move); the send starts as soon as the copy completes.
+   * syrah_mpi_comm_wait waits for it from now on. */
+  pthread_mutex_lock(&comm->lock);
+  ++comm->unstarted;
+  pthread_mutex_unlock(&comm->lock);
   s = syrah_queue_copy_from_accessor(queue, region, o->staging, send_release, o, dependencies, dependency_count,
                                      &o->copied);
   if (s != SYRAH_SUCCESS) {
+    pthread_mutex_lock(&comm->lock);
+    --comm->unstarted;
+    pthread_cond_broadcast(&comm->changed);
+    pthread_mutex_unlock(&comm->lock);
     free(o->staging);
     free(o);
     return s;
