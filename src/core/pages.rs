@@ -296,6 +296,11 @@ pub fn new_bits(g: &Geometry, value: bool) -> PageBits {
 }
 
 pub fn set_box(g: &Geometry, bits: &mut PageBits, b: &Box3, value: bool) {
+    if b.count() == 1 {
+        // One page (most small buffers): no range to split into words.
+        bits.set(g.linear(b.lo), value);
+        return;
+    }
     for z in b.lo[0]..b.hi[0] {
         for y in b.lo[1]..b.hi[1] {
             let start = g.linear([z, y, b.lo[2]]);
@@ -308,6 +313,9 @@ pub fn set_box(g: &Geometry, bits: &mut PageBits, b: &Box3, value: bool) {
 pub fn all_set(g: &Geometry, bits: &PageBits, b: &Box3) -> bool {
     if b.is_empty() {
         return true;
+    }
+    if b.count() == 1 {
+        return bits[g.linear(b.lo)];
     }
     for z in b.lo[0]..b.hi[0] {
         for y in b.lo[1]..b.hi[1] {
@@ -538,6 +546,16 @@ mod tests {
         assert!(all_set(&g, &b, &Box3::new([0, 1, 1], [1, 3, 3])));
         assert!(!all_set(&g, &b, &Box3::new([0, 1, 1], [1, 3, 4])));
         assert!(all_set(&g, &b, &Box3::new([0, 0, 0], [1, 0, 0])));
+        // One page: the page at row 3, column 2 (linear 14), alone.
+        let one = Box3::new([0, 3, 2], [1, 4, 3]);
+        assert!(!all_set(&g, &b, &one));
+        set_box(&g, &mut b, &one, true);
+        assert!(b[14] && !b[13] && !b[15]);
+        assert_eq!(b.count_ones(), 5);
+        assert!(all_set(&g, &b, &one));
+        set_box(&g, &mut b, &Box3::new([0, 1, 1], [1, 2, 2]), false);
+        assert_eq!(b.count_ones(), 4);
+        assert!(!b[5] && b[6]);
     }
 
     #[test]
