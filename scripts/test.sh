@@ -61,7 +61,7 @@ cmake -S c-tests -B build/c-tests -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/c-tests -j "$(nproc)"
 ctest --test-dir build/c-tests --output-on-failure
 
-echo "== the MPI companion: point-to-point transfers and the Jacobi example with mpiexec -n 2 and -n 4"
+echo "== the MPI companion: point-to-point transfers, the random checker and the Jacobi example with mpiexec -n 2 and -n 4"
 cmake -S mpi/tests -B build/mpi -DCMAKE_PREFIX_PATH="$SYRAH_PREFIX" >/dev/null
 cmake --build build/mpi -j "$(nproc)"
 ctest --test-dir build/mpi --output-on-failure
