@@ -7,35 +7,7 @@
  *   mpiexec -n 2 test_mpi          (or -n 4; any number of ranks)
  *   mpiexec -n 1 test_mpi single   (MPI initialised without threads) */
 #define _POSIX_C_SOURCE 200809L
-#include <syrah_mpi.h>
-
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-static int checks = 0, failures = 0, rank = 0, size = 1;
-
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    ++checks;                                            \
-    if (!(cond)) {                                       \
-      ++failures;                                        \
-      fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                      \
-      fprintf(stderr, "\n");                             \
-    }                                                    \
-  } while (0)
-
-#define OK(call) CHECK((call) == SYRAH_SUCCESS, "%s: %s", #call, syrah_last_error_message())
-
-static void watchdog(int sig) {
-  static const char msg[] = "FAIL watchdog: an MPI test rank hung for 120 s\n";
-  (void)sig;
-  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
-  _exit(2);
-}
+#include "mpi_testing.h"
 
 /* The value rank `r` keeps at linear index `i` of every buffer. */
 static int value(int r, size_t i) {
@@ -206,8 +178,7 @@ int main(int argc, char **argv) {
   syrah_queue *q = NULL;
   syrah_mpi_comm *c = NULL;
   uint64_t sent = 0, received = 0;
-  signal(SIGALRM, watchdog);
-  alarm(120);
+  watchdog(120);
   if (single) {
     syrah_status s;
     MPI_Init(&argc, &argv);

@@ -16,41 +16,13 @@
  *   SYRAH_MPI_SEED=s  the first run's seed (the next runs take s+1, ...)
  *   SYRAH_MPI_SECONDS=t  keep starting runs for t seconds (a stress run) */
 #define _POSIX_C_SOURCE 200809L
-#include <syrah_mpi.h>
-
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-static int checks = 0, failures = 0, rank = 0, size = 1;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    ++checks;                                                     \
-    if (!(cond)) {                                                \
-      ++failures;                                                 \
-      fprintf(stderr, "FAIL rank %d line %d: ", rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-    }                                                             \
-  } while (0)
-
-#define OK(call) CHECK((call) == SYRAH_SUCCESS, "%s: %s", #call, syrah_last_error_message())
+#include "mpi_testing.h"
 
 static const char *SRC =
     "__kernel void add(__global int *p, int n1, int n2, int l0, int l1, int l2, int h0, int h1, int h2, int v) {\n"
     "  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);\n"
     "  if (z >= l0 && z < h0 && y >= l1 && y < h1 && x >= l2 && x < h2) p[(z * n1 + y) * n2 + x] += v;\n"
     "}\n";
-
-static void watchdog(int sig) {
-  static const char msg[] = "FAIL watchdog: a random MPI run hung for 600 s\n";
-  (void)sig;
-  if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
-  _exit(2);
-}
 
 static unsigned long long state;
 
@@ -247,8 +219,7 @@ int main(int argc, char **argv) {
   syrah_program *prog = NULL;
   syrah_kernel *k = NULL;
   syrah_mpi_comm *comm = NULL;
-  signal(SIGALRM, watchdog);
-  alarm(600);
+  watchdog(600);
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
