@@ -16,12 +16,11 @@
 /* A transfer that MPI has started and the progress thread completes. */
 typedef struct pending pending;
 
-/* A transfer's geometry and, for receives, what the progress thread tells
+/* A transfer's size and, for receives, what the progress thread tells
  * the command that finishes it. */
 typedef struct op {
   syrah_mpi_comm *comm;
-  size_t ext[3];   /* slices, rows, row length in elements */
-  size_t elem, bytes;
+  size_t bytes; /* the packed data */
   int peer, tag;
   void *staging;         /* packed data */
   syrah_event *arrived;  /* completed when the receive completed in MPI */

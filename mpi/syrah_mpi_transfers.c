@@ -20,11 +20,11 @@ static int writes(syrah_access_mode m) {
          m == SYRAH_ACCESS_DISCARD_READ_WRITE;
 }
 
-/* A new op for `region`: its geometry in slices, rows and row elements. */
+/* A new op for `region`: its bytes, packed. */
 static syrah_status region_op(syrah_mpi_comm *comm, const syrah_accessor *region, int peer, int tag, op **out) {
   syrah_buffer_info info;
-  size_t r[3];
-  int i, whole = 1;
+  uint32_t i;
+  int whole = 1;
   syrah_status s;
   op *o;
   if (!region) return sm_fail(SYRAH_ERROR_NULL_ARGUMENT, "region is NULL");
@@ -32,15 +32,11 @@ static syrah_status region_op(syrah_mpi_comm *comm, const syrah_accessor *region
   s = syrah_buffer_get_info(region->buffer, &info);
   if (s != SYRAH_SUCCESS) return s;
   for (i = 0; i < 3; ++i) whole &= region->range[i] == 0;
-  for (i = 0; i < 3; ++i) r[i] = whole ? info.range[i] : region->range[i];
   o = (op *)calloc(1, sizeof *o);
   if (!o) return sm_fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory for an MPI transfer");
   o->comm = comm;
-  o->elem = info.element_size;
-  o->ext[0] = info.dimensions == 3 ? r[0] : 1;
-  o->ext[1] = info.dimensions == 3 ? r[1] : info.dimensions == 2 ? r[0] : 1;
-  o->ext[2] = r[info.dimensions - 1];
-  o->bytes = o->ext[0] * o->ext[1] * o->ext[2] * o->elem;
+  o->bytes = info.element_size;
+  for (i = 0; i < info.dimensions; ++i) o->bytes *= whole ? info.range[i] : region->range[i];
   o->peer = peer;
   o->tag = tag;
   s = sm_check_size(o->bytes);
