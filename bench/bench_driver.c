@@ -260,12 +260,19 @@ static void copy_waits(raw_env *e) {
  * from ordinary (malloc'd) memory. Median of 25: what a command held back
  * by the host costs. */
 static void user_event_gate(raw_env *e, int svm_ok) {
-  enum { REPS = 25, BYTES = 4096 };
+  enum { REPS = 25, BYTES = 4096, CASES = 8 };
+  /* Each case: the source (pinned or ordinary memory), whether the copy
+   * goes through SVM, whether a user event holds it back, and whether its
+   * status is asked only every 20 µs. */
+  static const struct {
+    int ordinary, svm, gated, slow_poll;
+  } cases[CASES] = {{0, 0, 0, 0}, {0, 0, 1, 0}, {1, 0, 0, 0}, {1, 0, 1, 0},
+                    {0, 0, 0, 1}, {0, 0, 1, 1}, {1, 1, 0, 0}, {1, 1, 1, 0}};
   cl_int err;
   cl_mem pinned = clCreateBuffer(e->ctx, CL_MEM_ALLOC_HOST_PTR, BYTES, NULL, &err), dev;
-  double t[8][REPS];
+  double t[CASES][REPS];
   void *h, *ordinary = malloc(BYTES), *svm = NULL;
-  int rep, mode;
+  int rep, c, count;
   CL_OK(err);
   if (!ordinary) exit(1);
   dev = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, BYTES, NULL, &err);
@@ -275,47 +282,43 @@ static void user_event_gate(raw_env *e, int svm_ok) {
   memset(h, 2, BYTES);
   memset(ordinary, 3, BYTES);
   if (svm_ok) svm = clSVMAlloc(e->ctx, CL_MEM_READ_WRITE, BYTES, 0);
+  count = svm ? CASES : CASES - 2; /* the SVM cases come last */
   for (rep = -1; rep < REPS; ++rep)
-    for (mode = 0; mode < (svm ? 8 : 6); ++mode) {
+    for (c = 0; c < count; ++c) {
       cl_event user = NULL, ev;
       cl_int st = CL_QUEUED;
-      const void *src = mode < 2 || mode >= 4 ? h : ordinary;
-      double t0;
-      if (mode % 2) {
+      const void *src = cases[c].ordinary ? ordinary : h;
+      cl_uint waits = cases[c].gated ? 1 : 0;
+      double t0 = now_us();
+      if (waits) {
         user = clCreateUserEvent(e->ctx, &err);
         CL_OK(err);
-        if (mode >= 6)
-          CL_OK(clEnqueueSVMMemcpy(e->q, CL_FALSE, svm, ordinary, BYTES, 1, &user, &ev));
-        else
-          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, BYTES, src, 1, &user, &ev));
-        CL_OK(clFlush(e->q));
+      }
+      if (cases[c].svm)
+        CL_OK(clEnqueueSVMMemcpy(e->q, CL_FALSE, svm, src, BYTES, waits, waits ? &user : NULL, &ev));
+      else
+        CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, BYTES, src, waits, waits ? &user : NULL, &ev));
+      CL_OK(clFlush(e->q));
+      if (waits) { /* timed from the event's completion */
         t0 = now_us();
         CL_OK(clSetUserEventStatus(user, CL_COMPLETE));
-      } else {
-        t0 = now_us();
-        if (mode >= 6)
-          CL_OK(clEnqueueSVMMemcpy(e->q, CL_FALSE, svm, ordinary, BYTES, 0, NULL, &ev));
-        else
-          CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_FALSE, 0, BYTES, src, 0, NULL, &ev));
-        CL_OK(clFlush(e->q));
       }
-      while (st > CL_COMPLETE) {
+      for (;;) {
+        struct timespec ts = {0, 20000};
         CL_OK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
-        if (mode >= 4 && mode < 6 && st > CL_COMPLETE) {
-          struct timespec ts = {0, 20000};
-          nanosleep(&ts, NULL);
-        }
+        if (st <= CL_COMPLETE) break;
+        if (cases[c].slow_poll) nanosleep(&ts, NULL);
       }
-      if (rep >= 0) t[mode][rep] = now_us() - t0;
+      if (rep >= 0) t[c][rep] = now_us() - t0;
       CL_OK(clReleaseEvent(ev));
       if (user) CL_OK(clReleaseEvent(user));
     }
-  for (mode = 0; mode < (svm ? 8 : 6); ++mode)
-    printf("| 4 KiB from %s memory to the device%s, %s%s | %.1f µs |\n",
-           mode == 2 || mode == 3 || mode >= 6 ? "ordinary" : "pinned", mode >= 6 ? " (SVM memcpy)" : "",
-           mode % 2 ? "behind a user event, from completing the event to the copy complete"
-                    : "enqueued and waited for",
-           mode == 4 || mode == 5 ? ", its status asked every 20 µs" : "", median(t[mode], REPS));
+  for (c = 0; c < count; ++c)
+    printf("| 4 KiB from %s memory to the device%s, %s%s | %.1f µs |\n", cases[c].ordinary ? "ordinary" : "pinned",
+           cases[c].svm ? " (SVM memcpy)" : "",
+           cases[c].gated ? "behind a user event, from completing the event to the copy complete"
+                          : "enqueued and waited for",
+           cases[c].slow_poll ? ", its status asked every 20 µs" : "", median(t[c], REPS));
   if (svm) clSVMFree(e->ctx, svm);
   CL_OK(clEnqueueUnmapMemObject(e->q, pinned, h, 0, NULL, NULL));
   CL_OK(clFinish(e->q));
