@@ -48,13 +48,18 @@ typedef struct {
 /* Issues `n` replays of `per` commands each through `issue(ctx)`, with
  * `finish(ctx)` waiting for everything: first back to back (wall µs per
  * command, first issue to the end), then one at a time with each finish
- * untimed (submit µs per command). */
-static void timed(int n, int per, void (*issue)(void *), void (*finish)(void *), void *ctx, run *out) {
-  double t0, spent = 0;
+ * untimed (submit µs per command). With libsyrah_clcalls.so loaded, the
+ * OpenCL calls of the back-to-back issues are printed under `label`. */
+static void timed(const char *label, int n, int per, void (*issue)(void *), void (*finish)(void *), void *ctx,
+                  run *out) {
+  double t0, issued, spent = 0;
   int j;
   finish(ctx);
+  calls_begin();
   t0 = now_us();
   for (j = 0; j < n; ++j) issue(ctx);
+  issued = now_us();
+  calls_end(label, n * per, (issued - t0) / ((double)n * per));
   finish(ctx);
   out->wall = (now_us() - t0) / ((double)n * per);
   for (j = 0; j < n; ++j) {
@@ -168,7 +173,7 @@ static void raw_chain(raw_t *r, run *out) {
   raw_job x;
   x.r = r;
   x.a = raw_alloc(r, sizeof host, host);
-  timed(replays, CHAIN, raw_chain_issue, raw_finish, &x, out);
+  timed("raw chain", replays, CHAIN, raw_chain_issue, raw_finish, &x, out);
   raw_read(r, &x.a, host, sizeof host);
   out->check = host[0] + host[ELEMS - 1];
 }
@@ -226,7 +231,7 @@ static void raw_two(raw_t *r, run *out, const int *init, size_t bytes, void (*is
   x.r = r;
   x.a = raw_alloc(r, bytes, init);
   x.b = raw_alloc(r, bytes, init);
-  timed(steps, 4, issue, raw_finish, &x, out);
+  timed(issue == raw_stencil_issue ? "raw stencil" : "raw copies", steps, 4, issue, raw_finish, &x, out);
   raw_read(r, &x.b, host, bytes);
   raw_read(r, &x.a, host, bytes);
   out->check = check(host);
@@ -346,7 +351,7 @@ static void sy_chain(sy_t *s, int graph, run *out, int *backend) {
   SY_OK(syrah_malloc_device(s->ctx, s->dev, sizeof host, (void **)&j.a));
   SY_OK(syrah_queue_memcpy(s->q, j.a, host, sizeof host, NULL, 0, NULL));
   if (graph) j.x = record(&j, &g);
-  timed(replays, CHAIN, sy_issue, sy_finish, &j, out);
+  timed(graph ? "graph chain" : "eager chain", replays, CHAIN, sy_issue, sy_finish, &j, out);
   SY_OK(syrah_queue_memcpy(s->q, host, j.a, sizeof host, NULL, 0, NULL));
   SY_OK(syrah_queue_wait(s->q));
   out->check = host[0] + host[ELEMS - 1];
@@ -364,7 +369,7 @@ static void sy_two(sy_t *s, int graph, run *out, int *backend, const int *init, 
   SY_OK(syrah_queue_memcpy(s->q, j.a, init, bytes, NULL, 0, NULL));
   SY_OK(syrah_queue_memcpy(s->q, j.b, init, bytes, NULL, 0, NULL));
   if (graph) j.x = record(&j, &g);
-  timed(steps, 4, sy_issue, sy_finish, &j, out);
+  timed(cmds == sy_stencil_cmds ? (graph ? "graph stencil" : "eager stencil") : (graph ? "graph copies" : "eager copies"), steps, 4, sy_issue, sy_finish, &j, out);
   SY_OK(syrah_queue_memcpy(s->q, host, j.a, bytes, NULL, 0, NULL));
   SY_OK(syrah_queue_wait(s->q));
   out->check = check(host);
