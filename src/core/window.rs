@@ -1,7 +1,8 @@
 //! The bytes a ranged accessor's window spans in its buffer, for devices
 //! that cannot point a kernel into the middle of a memory object (no USM,
 //! and a window that does not start at the device's sub-buffer alignment):
-//! such a window is staged through scratch memory holding the span, and
+//! such a window is staged through scratch memory holding its rows or
+//! slices whole, and
 //! what the kernel writes is copied back as a rectangle, so that bytes
 //! between the window's rows are left alone.
 
@@ -55,6 +56,29 @@ impl Window {
     pub fn contiguous(&self) -> bool {
         self.span == self.region[0] * self.region[1] * self.region[2]
     }
+
+    /// The slice pitch of the scratch side of the copy back: the buffer's,
+    /// or for a window of one slice the least a rectangle copy accepts
+    /// (its rows), which no address of the copy uses.
+    pub fn scratch_slice_pitch(&self) -> usize {
+        if self.region[2] == 1 {
+            self.region[1] * self.row_pitch
+        } else {
+            self.slice_pitch
+        }
+    }
+
+    /// Bytes of scratch memory: the span, rounded up to whole slices of
+    /// the scratch side. NVIDIA's driver refuses a rectangle copy whose
+    /// source holds less than its slices times its slice pitch, though
+    /// the last slice's last row ends earlier.
+    pub fn scratch_bytes(&self) -> usize {
+        if self.contiguous() {
+            self.span
+        } else {
+            self.region[2] * self.scratch_slice_pitch()
+        }
+    }
 }
 
 /// Whether a kernel on a device without USM needs the window at byte
@@ -85,6 +109,7 @@ mod tests {
         assert_eq!(w.origin, [12, 0, 0]);
         assert_eq!(w.region, [40, 1, 1]);
         assert!(w.contiguous());
+        assert_eq!(w.scratch_bytes(), 40);
         assert!(needs_staging(12, 128));
         assert!(!needs_staging(256, 128));
         assert!(!needs_staging(0, 128));
@@ -104,6 +129,10 @@ mod tests {
         assert_eq!(w.region, [16, 2, 1]);
         assert_eq!(w.row_pitch, 64);
         assert!(!w.contiguous());
+        // The scratch holds the two rows whole, with a slice of two rows.
+        assert_eq!(w.scratch_slice_pitch(), 2 * 64);
+        assert_eq!(w.scratch_bytes(), 2 * 64);
+        assert!(w.scratch_bytes() >= w.span);
         // Whole rows are contiguous again.
         assert!(Window::of(&g, [0, 5, 0], [1, 2, 16])
             .ok_or("empty")?
@@ -112,7 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn a_3d_box_fits_its_scratch_exactly() -> Result<(), &'static str> {
+    fn a_3d_box_ends_at_its_span_and_its_scratch_holds_whole_slices() -> Result<(), &'static str> {
         let g = geom([5, 6, 7], 2);
         let w = Window::of(&g, [1, 2, 3], [2, 3, 4]).ok_or("empty")?;
         assert_eq!(w.offset, ((6 + 2) * 7 + 3) * 2);
@@ -124,6 +153,9 @@ mod tests {
         let last =
             (w.region[2] - 1) * w.slice_pitch + (w.region[1] - 1) * w.row_pitch + w.region[0];
         assert_eq!(last, w.span);
+        // The scratch holds two whole slices with the buffer's pitch.
+        assert_eq!(w.scratch_slice_pitch(), w.slice_pitch);
+        assert_eq!(w.scratch_bytes(), 2 * 6 * 7 * 2);
         Ok(())
     }
 }

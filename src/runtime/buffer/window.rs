@@ -84,12 +84,13 @@ impl Queue {
                 })? as cl_mem
             };
             let mut err = CL_SUCCESS;
+            let bytes = window.scratch_bytes();
             // SAFETY: a live context; no host pointer.
             let m = unsafe {
                 (api.clCreateBuffer)(
                     self.ctx.cl,
                     CL_MEM_READ_WRITE,
-                    window.span,
+                    bytes,
                     std::ptr::null_mut(),
                     &mut err,
                 )
@@ -97,10 +98,7 @@ impl Queue {
             if m.is_null() || err != CL_SUCCESS {
                 return Err(Error::opencl(
                     err,
-                    &format!(
-                        "clCreateBuffer of {} bytes (scratch for an accessor window)",
-                        window.span
-                    ),
+                    &format!("clCreateBuffer of {bytes} bytes (scratch for an accessor window)"),
                 ));
             }
             let scratch = Scratch(m);
@@ -170,10 +168,10 @@ impl Queue {
             );
             let ev = self.submit(std::slice::from_ref(&kernel), what, None, |q, wl, ev| {
                 let (n, list) = (wl.len() as cl_uint, crate::runtime::queue::ptr_or_null(wl));
-                // SAFETY: the scratch memory holds the span from the window's
-                // first element with the buffer's pitches, and the rectangle
-                // lies inside both; the wait list holds events of this
-                // context.
+                // SAFETY: the scratch memory holds the window's slices
+                // whole from its first element, with the buffer's row
+                // pitch, and the rectangle lies inside both; the wait list
+                // holds events of this context.
                 let rc = unsafe {
                     if w.contiguous() {
                         (api.clEnqueueCopyBuffer)(
@@ -197,7 +195,7 @@ impl Queue {
                             w.origin.as_ptr(),
                             w.region.as_ptr(),
                             w.row_pitch,
-                            w.slice_pitch,
+                            w.scratch_slice_pitch(),
                             w.row_pitch,
                             w.slice_pitch,
                             n,
