@@ -48,7 +48,9 @@ pub struct Device {
     pub global_mem_size: u64,
     pub max_mem_alloc_size: u64,
     pub max_clock_mhz: u32,
-    /// Alignment of sub-buffer origins, in bytes.
+    /// Alignment of sub-buffer origins, in bytes; 0 where Syrah makes no
+    /// sub-buffers (NVIDIA's driver crashed releasing one that a kernel had
+    /// used), so that accessor windows at an offset are staged instead.
     pub base_align: usize,
     pub limits: Limits,
     pub fp64: bool,
@@ -348,12 +350,20 @@ fn load_device(
         ONCE.call_once(|| eprintln!("syrah: {msg}"));
     }
     let double_fp: cl_ulong = info::device_scalar_or(api, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0);
+    let vendor = info::device_string(api, id, CL_DEVICE_VENDOR).unwrap_or_default();
+    let base_align = if vendor.contains("NVIDIA") {
+        0
+    } else {
+        (info::device_scalar_or::<cl_uint>(api, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 1024) as usize
+            / 8)
+        .max(1)
+    };
     Ok(Device {
         id,
         platform_index,
         index,
         name: info::device_string(api, id, CL_DEVICE_NAME)?,
-        vendor: info::device_string(api, id, CL_DEVICE_VENDOR).unwrap_or_default(),
+        vendor,
         driver_version: info::device_string(api, id, CL_DRIVER_VERSION).unwrap_or_default(),
         version: info::device_string(api, id, CL_DEVICE_VERSION).unwrap_or_default(),
         opencl_c_version: info::device_string(api, id, CL_DEVICE_OPENCL_C_VERSION)
@@ -365,11 +375,7 @@ fn load_device(
         global_mem_size: info::device_scalar_or(api, id, CL_DEVICE_GLOBAL_MEM_SIZE, 0),
         max_mem_alloc_size: info::device_scalar_or(api, id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, 0),
         max_clock_mhz: info::device_scalar_or(api, id, CL_DEVICE_MAX_CLOCK_FREQUENCY, 0),
-        base_align:
-            (info::device_scalar_or::<cl_uint>(api, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 1024)
-                as usize
-                / 8)
-            .max(1),
+        base_align,
         limits: Limits {
             max_work_group_size: info::device_scalar_or(api, id, CL_DEVICE_MAX_WORK_GROUP_SIZE, 1),
             max_work_item_sizes: [item(0), item(1), item(2)],

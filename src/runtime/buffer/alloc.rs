@@ -111,15 +111,20 @@ pub(crate) fn sub_buffer(s: &Storage, d: &mut DevAlloc, off: usize) -> Result<us
     if let Some(&(_, m)) = d.subs.iter().find(|(o, _)| *o == off) {
         return Ok(m);
     }
-    if off % d.device.base_align != 0 {
+    if d.device.base_align == 0 || off % d.device.base_align != 0 {
         return Err(Error::new(
             Status::FeatureNotSupported,
             format!(
                 "an accessor starting {off} bytes into the buffer needs a sub-buffer on device {}, \
-                 which has no USM, and sub-buffers must start at multiples of its base address \
-                 alignment of {} bytes",
+                 which has no USM, and {}",
                 d.device.label(),
-                d.device.base_align
+                match d.device.base_align {
+                    0 => "Syrah makes no sub-buffers on its driver".to_string(),
+                    a => format!(
+                        "sub-buffers must start at multiples of its base address alignment of \
+                         {a} bytes"
+                    ),
+                }
             ),
         ));
     }
