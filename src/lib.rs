@@ -3,9 +3,12 @@
 //!
 //! Layers, in the one direction calls flow: [`capi`] (the exported C ABI)
 //! calls [`runtime`] (devices, contexts, queues, programs, USM), which calls
-//! [`opencl`] (the only code that talks to OpenCL). [`core`] holds the pure
-//! logic the runtime relies on and is tested without a device.
+//! [`opencl`] (the only code that talks to OpenCL), partly through the
+//! back-end seam [`backend`], which `opencl` implements. [`core`] holds the
+//! pure logic the runtime relies on and is tested without a device.
 
+/// cbindgen:ignore
+pub mod backend;
 pub mod capi;
 /// cbindgen:ignore
 pub mod core;

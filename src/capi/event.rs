@@ -2,8 +2,8 @@
 
 use super::types::*;
 use super::{borrow, clone_arc, clone_arc_with, guard, into_handle, out, release, retain, slice};
+use crate::backend::Stamp;
 use crate::core::error::{Error, Result};
-use crate::opencl::ffi::*;
 use crate::runtime::context::Context;
 use crate::runtime::event::{wait_all, Event, EventState};
 use crate::runtime::queue::Submitted;
@@ -110,10 +110,10 @@ pub unsafe extern "C" fn syrah_event_get_profiling(
         // SAFETY: forwarded contract.
         let e = unsafe { borrow(event, "event") }?;
         let which = match info {
-            SYRAH_PROFILING_QUEUED => CL_PROFILING_COMMAND_QUEUED,
-            SYRAH_PROFILING_SUBMIT => CL_PROFILING_COMMAND_SUBMIT,
-            SYRAH_PROFILING_START => CL_PROFILING_COMMAND_START,
-            SYRAH_PROFILING_END => CL_PROFILING_COMMAND_END,
+            SYRAH_PROFILING_QUEUED => Stamp::Queued,
+            SYRAH_PROFILING_SUBMIT => Stamp::Submitted,
+            SYRAH_PROFILING_START => Stamp::Started,
+            SYRAH_PROFILING_END => Stamp::Ended,
             other => return Err(Error::invalid(format!("unknown profiling info {other}"))),
         };
         let v = e.profiling_info(which)?;

@@ -1,4 +1,5 @@
-//! The only part of Syrah that calls OpenCL.
+//! The only part of Syrah that calls OpenCL; `driver` puts it behind the
+//! back-end seam.
 
 /// Resolves extension entry point `$name` of platform `$p` as a function
 /// of type `$ty`; `None` where the driver has none.
@@ -14,6 +15,7 @@ macro_rules! resolve_ext {
 }
 
 pub mod cmdbuf;
+pub mod driver;
 pub mod ffi;
 pub mod info;
 pub mod intel;

@@ -313,6 +313,11 @@ impl Context {
 }
 
 impl Context {
+    /// The context as the back-end seam names it.
+    pub fn handle(&self) -> crate::backend::ContextH {
+        crate::opencl::driver::context_h(self.cl)
+    }
+
     /// Whether OpenCL queues are kept until the context goes. PoCL's
     /// clMemBlockingFreeINTEL walks the context's queues and aborts on one
     /// whose last reference is going at that moment, which happens on

@@ -1,10 +1,9 @@
 //! Events: completion, failure reported once, profiling timestamps.
 
 use super::context::Context;
+use crate::backend::{self, Driver, EventH, Stamp};
+use crate::core::cl_status::cl_error_name;
 use crate::core::error::{Error, Result, Status};
-use crate::opencl::ffi::*;
-use crate::opencl::info;
-use crate::opencl::loader::{api, check, cl_error_name};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -21,7 +20,10 @@ pub enum EventState {
 }
 
 pub struct Event {
-    pub cl: cl_event,
+    /// The back end's event (none for a recorded command).
+    pub handle: EventH,
+    /// The back end it belongs to.
+    pub driver: &'static dyn Driver,
     pub ctx_id: u64,
     /// What the command was, for error messages.
     pub what: Arc<str>,
@@ -90,37 +92,35 @@ const OUTCOME_FAILED: u8 = 2;
 const ENDED: u8 = 1;
 const COMPLETED: u8 = 2;
 
-// SAFETY: cl_event is thread-safe per the OpenCL specification.
-unsafe impl Send for Event {}
-// SAFETY: as above; the only mutable state is atomic.
-unsafe impl Sync for Event {}
+/// A back end's failure code for a wait whose event waited for one that
+/// failed (OpenCL's numbering, as the seam's).
+const DEPENDENCY_FAILED: i32 = -14;
 
 impl Drop for Event {
     fn drop(&mut self) {
-        if self.cl.is_null() {
-            return;
-        }
-        if let Ok(api) = api() {
-            // SAFETY: this Event owns one reference to `cl`.
-            unsafe { (api.clReleaseEvent)(self.cl) };
-        }
+        // This Event owns one reference to its handle.
+        self.driver.release_event(self.handle);
     }
 }
 
 impl Event {
     pub fn new(
-        cl: cl_event,
+        handle: EventH,
+        driver: &'static dyn Driver,
         ctx_id: u64,
         what: Arc<str>,
         profiling: bool,
         deps: SmallVec<[Arc<Event>; 8]>,
         owner: Owner,
     ) -> Arc<Event> {
-        Arc::new(Event::build(cl, ctx_id, what, profiling, deps, owner))
+        Arc::new(Event::build(
+            handle, driver, ctx_id, what, profiling, deps, owner,
+        ))
     }
 
     fn build(
-        cl: cl_event,
+        handle: EventH,
+        driver: &'static dyn Driver,
         ctx_id: u64,
         what: Arc<str>,
         profiling: bool,
@@ -128,7 +128,8 @@ impl Event {
         owner: Owner,
     ) -> Event {
         Event {
-            cl,
+            handle,
+            driver,
             ctx_id,
             what,
             reported: AtomicBool::new(false),
@@ -155,9 +156,16 @@ impl Event {
 
     /// The event of node `node` of recording `graph`: it names the node to
     /// commands recorded after it and is never run.
-    pub fn recorded(ctx_id: u64, what: Arc<str>, graph: u64, node: usize) -> Arc<Event> {
+    pub fn recorded(
+        driver: &'static dyn Driver,
+        ctx_id: u64,
+        what: Arc<str>,
+        graph: u64,
+        node: usize,
+    ) -> Arc<Event> {
         let mut ev = Event::build(
-            std::ptr::null_mut(),
+            EventH::NONE,
+            driver,
             ctx_id,
             what,
             false,
@@ -201,11 +209,11 @@ impl Event {
             _ => {}
         }
         let status = if self.ended.load(Ordering::Acquire) == COMPLETED {
-            CL_COMPLETE
+            backend::COMPLETE
         } else {
             self.raw_status()?
         };
-        if status > CL_COMPLETE {
+        if status > backend::COMPLETE {
             return Ok(None);
         }
         let mut failure = (status < 0).then(|| self.failure(status));
@@ -245,15 +253,11 @@ impl Event {
 
     /// A user event standing for host-side work described by `what`.
     pub fn create_user_named(ctx: &Context, what: &str) -> Result<Arc<Event>> {
-        let api = api()?;
-        let mut err = CL_SUCCESS;
-        // SAFETY: `ctx.cl` is a live context.
-        let cl = unsafe { (api.clCreateUserEvent)(ctx.cl, &mut err) };
-        if cl.is_null() || err != CL_SUCCESS {
-            return Err(Error::opencl(err, "clCreateUserEvent"));
-        }
+        let driver = ctx.platform.driver;
+        let handle = driver.create_user_event(ctx.handle())?;
         let mut ev = Event::build(
-            cl,
+            handle,
+            driver,
             ctx.id,
             Arc::from(what),
             false,
@@ -281,7 +285,6 @@ impl Event {
                 self.what
             )));
         }
-        let api = api()?;
         if self.user_done.swap(true, Ordering::AcqRel) {
             return Err(Error::invalid("the user event was already completed"));
         }
@@ -292,9 +295,8 @@ impl Event {
             *self.failure.lock() = Some(e);
             self.outcome.store(OUTCOME_FAILED, Ordering::Release);
         }
-        // SAFETY: `self.cl` is a user event created by clCreateUserEvent.
-        let rc = unsafe { (api.clSetUserEventStatus)(self.cl, CL_COMPLETE) };
-        if rc == CL_SUCCESS {
+        let done = self.driver.complete_user_event(self.handle);
+        if done.is_ok() {
             // Known from here without asking the driver, by a waiter too.
             let _ =
                 self.outcome
@@ -311,10 +313,7 @@ impl Event {
         for c in continuations {
             c();
         }
-        if rc == CL_INVALID_OPERATION {
-            return Err(Error::invalid("the user event was already completed"));
-        }
-        check(rc, "clSetUserEventStatus")
+        done
     }
 
     /// Runs `c` once this user event is complete: later, on the thread
@@ -386,7 +385,7 @@ impl Event {
             return true;
         }
         match self.raw_status() {
-            Ok(s) if s > CL_COMPLETE => false,
+            Ok(s) if s > backend::COMPLETE => false,
             Ok(s) => {
                 self.note_end(s);
                 true
@@ -395,36 +394,38 @@ impl Event {
         }
     }
 
-    /// Remembers that the command ended with status `s` (CL_COMPLETE or a
+    /// Remembers that the command ended with status `s` (complete or a
     /// failure).
-    fn note_end(&self, s: cl_int) {
-        let level = if s == CL_COMPLETE { COMPLETED } else { ENDED };
+    fn note_end(&self, s: i32) {
+        let level = if s == backend::COMPLETE {
+            COMPLETED
+        } else {
+            ENDED
+        };
         self.ended.fetch_max(level, Ordering::AcqRel);
     }
 
-    /// Waits for the command with the driver's clWaitForEvents and returns
-    /// its code. Success means the command completed without error (the
-    /// specification's word), which is remembered: its status need not be
-    /// asked (drivers charge microseconds per question).
-    pub fn wait_cl(&self) -> Result<cl_int> {
-        let api = api()?;
+    /// Waits for the command with the back end's wait and returns its code.
+    /// Success (0) means the command completed without error, which is
+    /// remembered: its status need not be asked (drivers charge
+    /// microseconds per question).
+    pub fn wait_cl(&self) -> Result<i32> {
         // A host job often ends within moments; the driver's wait may
         // sleep. Once OpenCL has been told, it has nothing to wait for (a
         // user event completed as failed is complete to OpenCL too).
         if self.user && super::linger::spin_until(|| self.user_settled.load(Ordering::Acquire)) {
-            return Ok(CL_SUCCESS);
+            return Ok(0);
         }
-        // SAFETY: waiting on one live event.
-        let rc = unsafe { (api.clWaitForEvents)(1, &self.cl) };
+        let rc = self.driver.wait_event(self.handle)?;
         // Not for a user event: one completed as failed is complete to
         // OpenCL, its failure being Syrah's to track.
-        if rc == CL_SUCCESS && !self.user {
+        if rc == 0 && !self.user {
             self.mark_completed();
         }
         Ok(rc)
     }
 
-    /// True when the command completed without error (CL_COMPLETE): known
+    /// True when the command completed without error: known
     /// already, or asked of the driver now.
     pub fn completed_ok(&self) -> bool {
         match self.outcome.load(Ordering::Acquire) {
@@ -439,9 +440,9 @@ impl Event {
             _ => {}
         }
         match self.raw_status() {
-            Ok(s) if s <= CL_COMPLETE => {
+            Ok(s) if s <= backend::COMPLETE => {
                 self.note_end(s);
-                s == CL_COMPLETE
+                s == backend::COMPLETE
             }
             _ => false,
         }
@@ -450,7 +451,7 @@ impl Event {
     /// Records that the command completed without error: a later command
     /// of its in-order lane did.
     pub fn mark_completed(&self) {
-        self.note_end(CL_COMPLETE);
+        self.note_end(backend::COMPLETE);
     }
 
     /// Whether a command enqueued on lane `lane` must name this one in its
@@ -491,8 +492,8 @@ impl Event {
     }
 
     /// The raw OpenCL execution status.
-    pub fn raw_status(&self) -> Result<cl_int> {
-        info::event_scalar::<cl_int>(api()?, self.cl, CL_EVENT_COMMAND_EXECUTION_STATUS)
+    pub fn raw_status(&self) -> Result<i32> {
+        self.driver.event_status(self.handle)
     }
 
     pub fn state(&self) -> Result<EventState> {
@@ -503,16 +504,16 @@ impl Event {
             None => {}
         }
         Ok(match self.raw_status()? {
-            CL_COMPLETE => EventState::Complete,
-            CL_RUNNING => EventState::Running,
-            CL_SUBMITTED => EventState::Submitted,
-            CL_QUEUED => EventState::Queued,
+            backend::COMPLETE => EventState::Complete,
+            backend::RUNNING => EventState::Running,
+            backend::SUBMITTED => EventState::Submitted,
+            backend::QUEUED => EventState::Queued,
             _ => EventState::Failed,
         })
     }
 
     /// The failure this event carries, built whether or not it was reported.
-    pub fn failure(&self, code: cl_int) -> Error {
+    pub fn failure(&self, code: i32) -> Error {
         Error::new(
             Status::ExecutionFailed,
             format!(
@@ -533,8 +534,11 @@ impl Event {
     pub fn wait(&self) -> Result<()> {
         self.check_runs("wait for")?;
         let rc = self.wait_cl()?;
-        if rc != CL_SUCCESS && rc != CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST {
-            check(rc, "clWaitForEvents")?;
+        if rc != 0 && rc != DEPENDENCY_FAILED {
+            return Err(Error::opencl(
+                rc,
+                &format!("waiting with {}", self.driver.name()),
+            ));
         }
         // Some drivers return early when a dependency failed; the command
         // itself may still be running, so poll until it is settled.
@@ -548,7 +552,7 @@ impl Event {
     }
 
     /// A profiling timestamp in nanoseconds.
-    pub fn profiling_info(&self, which: cl_profiling_info) -> Result<u64> {
+    pub fn profiling_info(&self, which: Stamp) -> Result<u64> {
         self.check_runs("ask profiling information of")?;
         if !self.profiling {
             return Err(Error::new(
@@ -560,7 +564,7 @@ impl Event {
                 ),
             ));
         }
-        if self.raw_status()? != CL_COMPLETE {
+        if self.raw_status()? != backend::COMPLETE {
             return Err(Error::new(
                 Status::ProfilingUnavailable,
                 format!(
@@ -570,7 +574,7 @@ impl Event {
                 ),
             ));
         }
-        info::profiling(api()?, self.cl, which)
+        self.driver.timestamp(self.handle, which)
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Platform {
     /// `cl_khr_command_buffer`'s entry points, where a device has it.
     pub command_buffers: Option<CommandBuffers>,
     pub devices: Vec<Device>,
+    /// The back end that runs the platform's commands.
+    pub driver: &'static dyn crate::backend::Driver,
 }
 
 /// One OpenCL device with everything Syrah needs to know about it.
@@ -242,6 +244,7 @@ fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform
         intel_usm,
         command_buffers,
         devices,
+        driver: &crate::opencl::driver::OPENCL,
     })
 }
 

@@ -10,9 +10,10 @@
 
 use super::event::Event;
 use super::platform::Device;
+use crate::backend::{Driver, EventH, Stamp};
 use crate::core::trace::{self as text, Span};
+use crate::opencl::driver::{event_h, OPENCL};
 use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -160,7 +161,8 @@ pub fn timing() -> bool {
 
 /// A finished command of a device, as the trace records it.
 struct DeviceCommand<'a> {
-    cl: cl_event,
+    event: EventH,
+    driver: &'static dyn Driver,
     /// When it was enqueued ([`Tracer::now_ns`]).
     submitted: u64,
     tid: u64,
@@ -206,7 +208,8 @@ impl Tracer {
         let lane = ev.lane.load(Ordering::Acquire);
         self.device_command(
             &DeviceCommand {
-                cl: ev.cl,
+                event: ev.handle,
+                driver: ev.driver,
                 submitted: ev.submit_ns.load(Ordering::Acquire),
                 tid: lane,
                 id: ev.id,
@@ -237,7 +240,8 @@ impl Tracer {
     ) {
         self.device_command(
             &DeviceCommand {
-                cl,
+                event: event_h(cl),
+                driver: &OPENCL,
                 submitted,
                 tid,
                 id: of,
@@ -260,13 +264,8 @@ impl Tracer {
         tid_name: impl FnOnce() -> String,
     ) {
         let Some(st) = &self.trace else { return };
-        let Ok(api) = api() else { return };
-        let ts = |p| crate::opencl::info::profiling(api, c.cl, p).ok();
-        let times = match (
-            ts(CL_PROFILING_COMMAND_QUEUED),
-            ts(CL_PROFILING_COMMAND_START),
-            ts(CL_PROFILING_COMMAND_END),
-        ) {
+        let ts = |p| c.driver.timestamp(c.event, p).ok();
+        let times = match (ts(Stamp::Queued), ts(Stamp::Started), ts(Stamp::Ended)) {
             (Some(q), Some(s), Some(e)) => Some((q, s, e)),
             _ => None,
         };

@@ -9,8 +9,6 @@
 use super::context::Context;
 use super::event::{Continuation, Event};
 use crate::core::error::Result;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -102,7 +100,7 @@ fn watch_loop() {
     }
 }
 
-unsafe extern "C" fn completed(_ev: cl_event, _status: cl_int, user: *mut c_void) {
+unsafe extern "C" fn completed(_ev: *mut c_void, _status: i32, user: *mut c_void) {
     // SAFETY: `user` is the reference given when the callback was
     // registered, taken back exactly once here.
     let once = unsafe { Arc::from_raw(user as *const Once) };
@@ -122,13 +120,12 @@ pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
         work();
         return Ok(());
     }
-    let api = api()?;
     let once = Arc::new(Once(Mutex::new(Some(work))));
     let raw = Arc::into_raw(once.clone()) as *mut c_void;
-    // SAFETY: a live event; the callback takes back the reference passed as
-    // user data exactly once.
-    let rc = unsafe { (api.clSetEventCallback)(ev.cl, CL_COMPLETE, Some(completed), raw) };
-    if rc != CL_SUCCESS {
+    // The callback takes back the reference passed as user data exactly
+    // once.
+    let registered = ev.driver.on_end(ev.handle, completed, raw).is_ok();
+    if !registered {
         // SAFETY: the callback was not registered: the reference is taken
         // back here instead.
         drop(unsafe { Arc::from_raw(raw as *const Once) });
@@ -136,11 +133,10 @@ pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
     if watcher_started() {
         WATCHED.pending.lock().push_back((ev.clone(), once));
         WATCHED.wake.notify_one();
-    } else if rc != CL_SUCCESS {
+    } else if !registered {
         // Neither a callback nor the watcher: wait here (the outcome is
         // left for whoever reports it).
-        // SAFETY: waiting on one live event.
-        unsafe { (api.clWaitForEvents)(1, &ev.cl) };
+        let _ = ev.driver.wait_event(ev.handle);
         once.run();
     }
     Ok(())

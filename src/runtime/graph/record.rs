@@ -185,6 +185,12 @@ impl Recording {
             deps: on,
             what: what.clone(),
         });
-        Ok(Event::recorded(self.queue.ctx.id, what, self.id, index))
+        Ok(Event::recorded(
+            self.queue.ctx.platform.driver,
+            self.queue.ctx.id,
+            what,
+            self.id,
+            index,
+        ))
     }
 }

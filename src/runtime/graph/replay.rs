@@ -10,6 +10,7 @@ use super::{Action, Node};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{NodeKind, PlanNode};
 use crate::core::launch::NdRange;
+use crate::opencl::driver::{cl_event_of, event_h};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
@@ -32,8 +33,16 @@ fn into_event(q: &Queue, s: Submitted) -> Result<Arc<Event>> {
 }
 
 /// An event for a command enqueued on one of the graph's lanes.
-fn lane_event(cl: cl_event, ctx: u64, what: Arc<str>) -> Arc<Event> {
-    Event::new(cl, ctx, what, false, SmallVec::new(), Weak::<()>::new())
+fn lane_event(cl: cl_event, ctx: &crate::runtime::context::Context, what: Arc<str>) -> Arc<Event> {
+    Event::new(
+        event_h(cl),
+        ctx.platform.driver,
+        ctx.id,
+        what,
+        false,
+        SmallVec::new(),
+        Weak::<()>::new(),
+    )
 }
 
 impl ExecGraph {
@@ -143,7 +152,8 @@ impl ExecGraph {
         }
         failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
         let end = Event::new(
-            cl,
+            event_h(cl),
+            g.ctx.platform.driver,
             g.ctx.id,
             self.what.clone(),
             false,
@@ -254,7 +264,7 @@ impl ExecGraph {
         prev: Option<&Arc<Event>>,
     ) -> Result<(cl_event, SmallVec<[Arc<Event>; 8]>)> {
         let api = api()?;
-        let ctx = self.graph.ctx.id;
+        let ctx = &self.graph.ctx;
         let kernels = self.kernels.lock();
         let locals = self.locals.lock();
         let mut events: Vec<Option<Arc<Event>>> = vec![None; self.graph.nodes.len()];
@@ -269,13 +279,13 @@ impl ExecGraph {
                     if step.external {
                         wl.extend(ext_cl.iter().copied());
                         if step.lane != 0 {
-                            wl.extend(prev.map(|p| p.cl));
+                            wl.extend(prev.map(|p| cl_event_of(p.handle)));
                         }
                     }
                     wl.extend(
                         step.waits
                             .iter()
-                            .filter_map(|&w| events[w].as_ref().map(|e| e.cl)),
+                            .filter_map(|&w| events[w].as_ref().map(|e| cl_event_of(e.handle))),
                     );
                     let mut cl: cl_event = std::ptr::null_mut();
                     let last = self.single_end == Some(i);
@@ -318,7 +328,7 @@ impl ExecGraph {
             .plan
             .ends
             .iter()
-            .filter_map(|&e| events[e].as_ref().map(|e| e.cl))
+            .filter_map(|&e| events[e].as_ref().map(|e| cl_event_of(e.handle)))
             .collect();
         if self.plan.ends.is_empty() {
             wl.extend(ext_cl.iter().copied());

@@ -8,6 +8,7 @@ use super::state::{
     GATED_LANES, QUIET_RUN, SCAN_MIN,
 };
 use crate::core::error::{Error, Result, Status};
+use crate::opencl::driver::{cl_event_of, event_h};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use crate::runtime::context::Context;
@@ -79,7 +80,7 @@ impl Queue {
         let mut out = Vec::with_capacity(deps.len());
         for d in deps {
             if d.ctx_id == self.ctx.id {
-                out.push(d.cl);
+                out.push(cl_event_of(d.handle));
             } else {
                 d.wait()?;
             }
@@ -136,7 +137,8 @@ impl Queue {
             unsafe { (api.clEnqueueMarkerWithWaitList)(lane.cl, 0, std::ptr::null(), &mut cl) };
         check(rc, "clEnqueueMarkerWithWaitList")?;
         let ev = Event::new(
-            cl,
+            event_h(cl),
+            self.ctx.platform.driver,
             self.ctx.id,
             "commands enqueued without an event".into(),
             self.profiling,
@@ -259,7 +261,7 @@ impl Queue {
                 let wl: SmallVec<[cl_event; 8]> = all
                     .iter()
                     .filter(|d| d.waited_for_on(lane.id))
-                    .map(|d| d.cl)
+                    .map(|d| cl_event_of(d.handle))
                     .collect();
                 enqueue(lane.cl, &wl, std::ptr::null_mut())?;
                 lane.seq += 1;
@@ -450,10 +452,10 @@ impl Queue {
         for d in &all {
             // Another context's command is waited for through its bridge.
             if d.ctx_id == self.ctx.id && d.waited_for_on(lane_id) {
-                wl.push(d.cl);
+                wl.push(cl_event_of(d.handle));
             }
         }
-        wl.extend(bridges.iter().map(|b| b.cl));
+        wl.extend(bridges.iter().map(|b| cl_event_of(b.handle)));
         let tracer = crate::runtime::trace::tracer();
         let submitted = tracer.map_or(0, |t| t.now_ns());
         let mut cl: cl_event = std::ptr::null_mut();
@@ -474,7 +476,8 @@ impl Queue {
         // The bridges stay alive until the command's outcome is known.
         all.extend(bridges);
         let ev = Event::new(
-            cl,
+            event_h(cl),
+            self.ctx.platform.driver,
             self.ctx.id,
             what.into(),
             self.profiling,

@@ -16,8 +16,7 @@ impl Drop for Queue {
         // Commands must end before the memory they hold alive is dropped.
         let entries: Vec<Entry> = self.inflight.get_mut().entries.drain(..).collect();
         for e in &entries {
-            // SAFETY: waiting on one live event.
-            unsafe { (api.clWaitForEvents)(1, &e.event.cl) };
+            let _ = e.event.driver.wait_event(e.event.handle);
             let mut spins = 0;
             while let Ok(None) = e.event.outcome() {
                 spins += 1;
@@ -181,8 +180,7 @@ impl Queue {
                 .map(|e| e.event.clone())
                 .collect();
             for ev in events {
-                // SAFETY: waiting on one event kept alive by `ev`.
-                unsafe { (api.clWaitForEvents)(1, &ev.cl) };
+                let _ = ev.driver.wait_event(ev.handle);
             }
         }
     }

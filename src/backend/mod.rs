@@ -1,0 +1,84 @@
+//! The back-end seam: what the runtime knows of the driver that runs its
+//! commands, as opaque handles and the operations a back end performs on
+//! them. The runtime holds a back end as a `&'static dyn Driver` (one per
+//! platform) and never looks inside a handle; `opencl/` implements the
+//! trait for OpenCL, and another back end can stand beside it.
+//!
+//! So far the seam covers events: a command's completion, its failure
+//! code, a wait, a callback at its end, its timestamps, and user events.
+//! Queues, memory, kernels and programs still go to OpenCL directly.
+
+use crate::core::error::Result;
+use std::ffi::c_void;
+
+/// A back end's event: the end of one command, or a user event. The
+/// runtime owns one reference to each handle it keeps and gives it back
+/// with [`Driver::release_event`].
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventH(pub usize);
+
+impl EventH {
+    /// No event (a command recorded into a graph, not run).
+    pub const NONE: EventH = EventH(0);
+
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// A back end's context: the devices and memory commands share.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ContextH(pub usize);
+
+/// Execution status, numbered as OpenCL numbers it (every back end
+/// reports in these terms): complete, running, submitted, queued; a
+/// negative status is the failure code of a command that ended in error.
+pub const COMPLETE: i32 = 0;
+pub const RUNNING: i32 = 1;
+pub const SUBMITTED: i32 = 2;
+pub const QUEUED: i32 = 3;
+
+/// A command's timestamps, in nanoseconds of the device's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    Queued,
+    Submitted,
+    Started,
+    Ended,
+}
+
+/// Called once when an event ends: the event's handle (as a pointer-sized
+/// value), its final status and the user data given with it. It may run
+/// on any thread, including the back end's own.
+pub type EndCallback = unsafe extern "C" fn(*mut c_void, i32, *mut c_void);
+
+/// The operations the runtime asks of a back end.
+pub trait Driver: Send + Sync {
+    /// The back end's name, for messages.
+    fn name(&self) -> &'static str;
+
+    /// Gives back the runtime's reference to `e`.
+    fn release_event(&self, e: EventH);
+
+    /// The execution status of `e` (see [`COMPLETE`]).
+    fn event_status(&self, e: EventH) -> Result<i32>;
+
+    /// Waits until `e` has ended, and returns 0 if it completed, else the
+    /// back end's failure code.
+    fn wait_event(&self, e: EventH) -> Result<i32>;
+
+    /// A new user event of context `ctx`, not complete.
+    fn create_user_event(&self, ctx: ContextH) -> Result<EventH>;
+
+    /// Completes user event `e`: commands waiting for it may start.
+    fn complete_user_event(&self, e: EventH) -> Result<()>;
+
+    /// Calls `f(e, status, user)` once `e` has ended; an error when the
+    /// back end cannot (the callback is then never called).
+    fn on_end(&self, e: EventH, f: EndCallback, user: *mut c_void) -> Result<()>;
+
+    /// Timestamp `which` of `e`, a command of a queue that records them.
+    fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64>;
+}
