@@ -24,7 +24,16 @@ ALLOWED = {
     "lib": {"capi", "runtime", "backend", "core", "opencl"},
 }
 # Runtime files that talk to the back end only through the seam.
-SEAM_ONLY = {("runtime", "event"), ("runtime", "watch")}
+SEAM_ONLY = {
+    ("runtime", "event"),
+    ("runtime", "watch"),
+    ("runtime", "queue"),
+    ("runtime", "queue", "state"),
+    ("runtime", "queue", "lanes"),
+    ("runtime", "queue", "tracking"),
+    ("runtime", "queue", "submit"),
+    ("runtime", "queue", "wait"),
+}
 BACK_ENDS = {"opencl"}
 
 

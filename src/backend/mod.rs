@@ -4,9 +4,13 @@
 //! platform) and never looks inside a handle; `opencl/` implements the
 //! trait for OpenCL, and another back end can stand beside it.
 //!
-//! So far the seam covers events: a command's completion, its failure
-//! code, a wait, a callback at its end, its timestamps, and user events.
-//! Queues, memory, kernels and programs still go to OpenCL directly.
+//! So far the seam covers events (a command's completion, its failure
+//! code, a wait, a callback at its end, its timestamps, user events) and
+//! the in-order queues commands go on (making and releasing them,
+//! flushing, finishing, markers). A command reaches the back end as a
+//! closure given the queue, its wait list and where its event goes; the
+//! commands themselves (copies, kernels), memory and programs still call
+//! OpenCL directly.
 
 use crate::core::error::Result;
 use std::ffi::c_void;
@@ -31,6 +35,17 @@ impl EventH {
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ContextH(pub usize);
+
+/// A device of a back end.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceH(pub usize);
+
+/// An in-order queue of a back end: its commands run one after another,
+/// each after the events it was given to wait for.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QueueH(pub usize);
 
 /// Execution status, numbered as OpenCL numbers it (every back end
 /// reports in these terms): complete, running, submitted, queued; a
@@ -81,4 +96,21 @@ pub trait Driver: Send + Sync {
 
     /// Timestamp `which` of `e`, a command of a queue that records them.
     fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64>;
+
+    /// A new in-order queue of `dev` in `ctx`, recording timestamps when
+    /// `timed`.
+    fn create_queue(&self, ctx: ContextH, dev: DeviceH, timed: bool) -> Result<QueueH>;
+
+    /// Gives back the runtime's reference to `q`; its commands still run.
+    fn release_queue(&self, q: QueueH);
+
+    /// Hands what was enqueued on `q` to the device.
+    fn flush(&self, q: QueueH);
+
+    /// Waits until every command of `q` has ended.
+    fn finish(&self, q: QueueH) -> Result<()>;
+
+    /// Enqueues on `q` a command that ends once `waits` and the commands
+    /// before it on `q` have; returns its event.
+    fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH>;
 }

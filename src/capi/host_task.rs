@@ -147,7 +147,7 @@ pub unsafe extern "C" fn syrah_host_task_get_native(
         super::need(out_object, "out_object")?;
         let c = self::context(context)?;
         let v: *mut c_void = match which {
-            SYRAH_NATIVE_QUEUE => c.queue.sync_cl().cast(),
+            SYRAH_NATIVE_QUEUE => crate::opencl::driver::cl_queue_of(c.queue.sync_queue()).cast(),
             SYRAH_NATIVE_CONTEXT => c.queue.ctx.cl.cast(),
             SYRAH_NATIVE_DEVICE => c.queue.device.id.cast(),
             other => return Err(Error::invalid(format!("unknown native object {other}"))),

@@ -9,7 +9,7 @@
 use super::ffi::*;
 use super::info;
 use super::loader::{api, check};
-use crate::backend::{ContextH, Driver, EndCallback, EventH, Stamp};
+use crate::backend::{ContextH, DeviceH, Driver, EndCallback, EventH, QueueH, Stamp};
 use crate::core::error::{Error, Result};
 use std::ffi::c_void;
 
@@ -35,6 +35,31 @@ pub fn cl_events(list: &[EventH]) -> &[cl_event] {
     // alignment of a pointer such as `cl_event`; OpenCL's handles are
     // those same values.
     unsafe { std::slice::from_raw_parts(list.as_ptr().cast::<cl_event>(), list.len()) }
+}
+
+/// OpenCL's queue for seam handle `q`.
+pub fn cl_queue_of(q: QueueH) -> cl_command_queue {
+    q.0 as cl_command_queue
+}
+
+/// The seam's handle for OpenCL device `d`.
+pub fn device_h(d: cl_device_id) -> DeviceH {
+    DeviceH(d as usize)
+}
+
+/// A command's queue, its wait list and where its event goes (nowhere
+/// for a command without one), as the seam gives them to the closure that
+/// enqueues it, in OpenCL's terms.
+pub fn cl_args<'a>(
+    q: QueueH,
+    waits: &'a [EventH],
+    ev: Option<&mut EventH>,
+) -> (cl_command_queue, &'a [cl_event], *mut cl_event) {
+    let out = match ev {
+        Some(e) => (e as *mut EventH).cast::<cl_event>(),
+        None => std::ptr::null_mut(),
+    };
+    (cl_queue_of(q), cl_events(waits), out)
 }
 
 /// The seam's handle for OpenCL context `c`.
@@ -108,5 +133,73 @@ impl Driver for OpenCl {
             Stamp::Ended => CL_PROFILING_COMMAND_END,
         };
         info::profiling(api()?, cl_event_of(e), param)
+    }
+
+    fn create_queue(&self, ctx: ContextH, dev: DeviceH, timed: bool) -> Result<QueueH> {
+        let api = api()?;
+        let props: cl_command_queue_properties = if timed { CL_QUEUE_PROFILING_ENABLE } else { 0 };
+        let (c, d) = (ctx.0 as cl_context, dev.0 as cl_device_id);
+        let mut err = CL_SUCCESS;
+        let q = match api.clCreateCommandQueueWithProperties {
+            Some(f) => {
+                let list: [cl_queue_properties; 3] = [CL_QUEUE_PROPERTIES, props, 0];
+                // SAFETY: a live context and one of its devices; the
+                // property list is zero-terminated.
+                unsafe { f(c, d, list.as_ptr(), &mut err) }
+            }
+            // SAFETY: as above, through the OpenCL 1.x entry point.
+            None => unsafe { (api.clCreateCommandQueue)(c, d, props, &mut err) },
+        };
+        if q.is_null() || err != CL_SUCCESS {
+            return Err(Error::opencl(err, "clCreateCommandQueueWithProperties"));
+        }
+        Ok(QueueH(q as usize))
+    }
+
+    fn release_queue(&self, q: QueueH) {
+        if let Ok(api) = api() {
+            // SAFETY: the caller owns one reference to the queue.
+            unsafe { (api.clReleaseCommandQueue)(cl_queue_of(q)) };
+        }
+    }
+
+    fn flush(&self, q: QueueH) {
+        if let Ok(api) = api() {
+            // SAFETY: flushing a live queue.
+            unsafe { (api.clFlush)(cl_queue_of(q)) };
+        }
+    }
+
+    fn finish(&self, q: QueueH) -> Result<()> {
+        let api = api()?;
+        // SAFETY: a live queue.
+        check(unsafe { (api.clFinish)(cl_queue_of(q)) }, "clFinish")
+    }
+
+    fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH> {
+        let api = api()?;
+        let wl = cl_events(waits);
+        let mut ev: cl_event = std::ptr::null_mut();
+        let list = if wl.is_empty() {
+            std::ptr::null()
+        } else {
+            wl.as_ptr()
+        };
+        // SAFETY: a live queue; the wait list holds events of its context;
+        // `ev` receives the marker's event.
+        let rc = unsafe {
+            (api.clEnqueueMarkerWithWaitList)(cl_queue_of(q), wl.len() as cl_uint, list, &mut ev)
+        };
+        check(rc, "clEnqueueMarkerWithWaitList")?;
+        Ok(event_h(ev))
+    }
+}
+
+/// Pointer to a wait list's first element, or null when it is empty.
+pub fn ptr_or_null(v: &[cl_event]) -> *const cl_event {
+    if v.is_empty() {
+        std::ptr::null()
+    } else {
+        v.as_ptr()
     }
 }

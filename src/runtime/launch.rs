@@ -3,10 +3,11 @@
 use super::context::Context;
 use super::event::Event;
 use super::program::{Kernel, KernelDeviceInfo};
-use super::queue::{ptr_or_null, LanePos, Queue, Submitted};
+use super::queue::{LanePos, Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::{check_local_memory, NdRange};
+use crate::opencl::driver::ptr_or_null;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, cl_error_name};
 use smallvec::SmallVec;
@@ -154,6 +155,7 @@ impl Queue {
         set_args(&self.ctx, kernel, &mut held, args)?;
         let local_args = !dynamic.is_empty();
         self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
+            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
             // The arguments were set under the kernel's lock, still held.
             enqueue_ndrange(q, kernel.cl, &kernel.name, range, local_args, wl, ev)
         })

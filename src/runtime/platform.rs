@@ -95,6 +95,11 @@ unsafe impl Send for Device {}
 unsafe impl Sync for Device {}
 
 impl Device {
+    /// The device as the back-end seam names it.
+    pub fn handle(&self) -> crate::backend::DeviceH {
+        crate::opencl::driver::device_h(self.id)
+    }
+
     pub fn desc(&self, platform: &Platform) -> DeviceDesc {
         DeviceDesc {
             platform_index: self.platform_index,

@@ -2,11 +2,12 @@
 //! prefetch and advice, checked against the context's allocations.
 
 use super::event::Event;
-use super::queue::{ptr_or_null, Queue, Submitted};
+use super::queue::{Queue, Submitted};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
 use crate::core::registry::AllocKind;
+use crate::opencl::driver::ptr_or_null;
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use std::ffi::c_void;
@@ -242,7 +243,10 @@ impl Queue {
             format!("memcpy of {size} bytes"),
             None,
             want_event,
-            |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
+            |q, wl, ev| {
+                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
+                self.copy_cmd(q, dst, src, size, wl, ev)
+            },
         )
         .map(|done| done.with_bytes(size))
     }
@@ -267,6 +271,7 @@ impl Queue {
             return unsafe { self.staged_copy(how, dst, src, size, deps, &what, keep) };
         }
         self.submit(deps, what, keep, |q, wl, ev| {
+            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
             self.copy_cmd(q, dst, src, size, wl, ev)
         })
         .map(|e| e.with_bytes(size))
@@ -321,6 +326,7 @@ impl Queue {
             FillPlan::Empty => self.marker(deps, &what).map(Submitted::Event),
             FillPlan::Native => self
                 .submit_quiet(deps, &[], what, None, want_event, |q, wl, ev| {
+                    let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
                     self.fill_cmd(q, dst, pattern, size, wl, ev)
                 })
                 .map(|done| done.with_bytes(size)),
@@ -334,13 +340,17 @@ impl Queue {
                         deps,
                         format!("{what} (seed)"),
                         Some(super::queue::Held::Any(Box::new(seed))),
-                        |q, wl, ev| self.copy_cmd(q, dst, sp.cast(), sl, wl, ev),
+                        |q, wl, ev| {
+                            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
+                            self.copy_cmd(q, dst, sp.cast(), sl, wl, ev)
+                        },
                     )?
                     .with_bytes(sl);
                 for c in copies {
                     let d = std::slice::from_ref(&prev);
                     prev = self
                         .submit(d, what.as_str(), None, |q, wl, ev| {
+                            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
                             self.copy_cmd(
                                 q,
                                 (base + c.dst) as *mut c_void,
@@ -391,6 +401,7 @@ impl Queue {
             format!("prefetch of {size} bytes"),
             None,
             |q, wl, ev| {
+                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
                 let rc = match (intel_migrate.flatten(), api.clEnqueueSVMMigrateMem) {
                     // SAFETY: validated range; flags 0 migrate to the device.
                     (Some(m), _) => unsafe {
@@ -449,6 +460,7 @@ impl Queue {
         }
         match self.intel().and_then(|f| f.clEnqueueMemAdviseINTEL) {
             Some(a) => self.submit(deps, format!("mem_advise {advice}"), None, |q, wl, ev| {
+let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
                 // SAFETY: validated range; the driver checks the advice value.
                 let rc = unsafe { a(q, ptr, size, advice, wl.len() as cl_uint, ptr_or_null(wl), ev) };
                 if rc == CL_INVALID_VALUE {

@@ -199,7 +199,7 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
         // SAFETY: blocking read of BYTES bytes into `back`.
         let rc = unsafe {
             (api.clEnqueueReadBuffer)(
-                q.sync_cl(),
+                crate::opencl::driver::cl_queue_of(q.sync_queue()),
                 m as cl_mem,
                 CL_TRUE,
                 0,
@@ -219,7 +219,7 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
             // SAFETY: blocking rectangular write of BYTES bytes from `rev`.
             let rc = unsafe {
                 (api.clEnqueueWriteBufferRect)(
-                    q.sync_cl(),
+                    crate::opencl::driver::cl_queue_of(q.sync_queue()),
                     m as cl_mem,
                     CL_TRUE,
                     origin.as_ptr(),

@@ -270,6 +270,7 @@ impl Queue {
             Some((to, from)) => {
                 let want = want_event || prepared.iter().any(|p| p.eventful);
                 self.submit_quiet(&waits, &on_lanes, "buffer copy", keep, want, |q, wl, ev| {
+                    let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
                     self.copy_cmd(q, to, from, bytes, wl, ev)
                 })?
                 .with_bytes(bytes)
@@ -328,6 +329,7 @@ impl Queue {
                     format!("buffer fill of {len} bytes"),
                     None,
                     |q, wl, ev| {
+                        let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
                         // SAFETY: the run lies inside the memory object; OpenCL
                         // copies the pattern before returning.
                         let rc = unsafe {
@@ -339,7 +341,7 @@ impl Queue {
                                 off,
                                 len,
                                 wl.len() as cl_uint,
-                                crate::runtime::queue::ptr_or_null(wl),
+                                crate::opencl::driver::ptr_or_null(wl),
                                 ev,
                             )
                         };

@@ -371,7 +371,8 @@ impl Queue {
             format!("buffer copy of {len} bytes"),
             None,
             |q, wl, ev| {
-                let wptr = crate::runtime::queue::ptr_or_null(wl);
+                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
+                let wptr = crate::opencl::driver::ptr_or_null(wl);
                 let n = wl.len() as cl_uint;
                 // SAFETY: memory objects and host memory cover the copied bytes;
                 // the wait list is of this context; the host memory outlives
@@ -470,7 +471,8 @@ impl Queue {
         let api = api()?;
         let what = format!("buffer copy of {region:?} bytes x rows x slices");
         self.submit(deps, what, None, |q, wl, ev| {
-            let wptr = crate::runtime::queue::ptr_or_null(wl);
+            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
+            let wptr = crate::opencl::driver::ptr_or_null(wl);
             let n = wl.len() as cl_uint;
             let r = region.as_ptr();
             let (dor, sor) = (dst.origin.as_ptr(), src.origin.as_ptr());

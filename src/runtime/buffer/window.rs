@@ -108,6 +108,7 @@ impl Queue {
                     window.span
                 );
                 let ev = self.submit(&waits, what, None, |q, wl, ev| {
+                    let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
                     // SAFETY: both memory objects hold the span; the wait
                     // list holds events of this context.
                     let rc = unsafe {
@@ -119,7 +120,7 @@ impl Queue {
                             0,
                             window.span,
                             wl.len() as cl_uint,
-                            crate::runtime::queue::ptr_or_null(wl),
+                            crate::opencl::driver::ptr_or_null(wl),
                             ev,
                         )
                     };
@@ -167,7 +168,8 @@ impl Queue {
                 w.span
             );
             let ev = self.submit(std::slice::from_ref(&kernel), what, None, |q, wl, ev| {
-                let (n, list) = (wl.len() as cl_uint, crate::runtime::queue::ptr_or_null(wl));
+                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
+                let (n, list) = (wl.len() as cl_uint, crate::opencl::driver::ptr_or_null(wl));
                 // SAFETY: the scratch memory holds the window's slices
                 // whole from its first element, with the buffer's row
                 // pitch, and the rectangle lies inside both; the wait list

@@ -218,8 +218,8 @@ impl ExecGraph {
         // replays node by node when its copies are all pending.
         for _ in 0..exec.plan.lanes.max(1) {
             // Owned by `exec` at once: released with it on a failure.
-            let lane = open_lane(&graph.ctx, graph.device, props)?;
-            exec.lanes.push(lane);
+            let lane = open_lane(&graph.ctx, graph.device, props != 0)?;
+            exec.lanes.push(crate::opencl::driver::cl_queue_of(lane));
         }
         let mut kernels: Vec<Option<Arc<Kernel>>> = Vec::with_capacity(graph.nodes.len());
         // Kernels made so far, by (kernel object, arguments).

@@ -52,6 +52,7 @@ impl ExecGraph {
             Some(Held::List(keep)),
             want,
             |lane, wl, ev| {
+                let (lane, wl, ev) = crate::opencl::driver::cl_args(lane, wl, ev);
                 // The first kernel waits for what the submission waits for;
                 // the last (the graph's one end) gives the event.
                 let mut w = wl;

@@ -10,13 +10,14 @@ use super::{Action, Node};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{NodeKind, PlanNode};
 use crate::core::launch::NdRange;
-use crate::opencl::driver::{cl_event_of, event_h};
+use crate::opencl::driver::ptr_or_null;
+use crate::opencl::driver::{cl_event_of, cl_events, event_h};
 use crate::opencl::ffi::*;
 use crate::opencl::loader::{api, check};
 use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
-use crate::runtime::queue::{ptr_or_null, Held, LanePositions, Queue, Submitted};
+use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
 use smallvec::SmallVec;
 use std::sync::{Arc, Weak};
 
@@ -132,13 +133,13 @@ impl ExecGraph {
         let timing = self.choosing();
         let started = std::time::Instant::now();
         let buffered = if use_buffer {
-            self.replay_command_buffer(&ext_cl)?
+            self.replay_command_buffer(cl_events(&ext_cl))?
         } else {
             None
         };
         let (cl, mut failures) = match buffered {
             Some(cl) => (cl, SmallVec::new()),
-            None => match self.replay_nodes(q, &ext, &ext_cl, prev.as_ref()) {
+            None => match self.replay_nodes(q, &ext, cl_events(&ext_cl), prev.as_ref()) {
                 Ok(r) => r,
                 Err(e) => {
                     self.finish_lanes();

@@ -2,9 +2,8 @@
 //! over, and what a lane knows of the commands on it.
 
 use super::state::{GroupLane, Held, Keep, Lane, LanePos, Queue, LANES, POINTS};
-use crate::core::error::{Error, Result};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
+use crate::backend::QueueH;
+use crate::core::error::Result;
 use crate::runtime::context::Context;
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
@@ -51,10 +50,10 @@ impl LanePos {
 }
 
 impl Lane {
-    pub(crate) fn new(cl: cl_command_queue) -> Lane {
+    pub(crate) fn new(handle: QueueH) -> Lane {
         Lane {
             id: next_lane_id(),
-            cl,
+            handle,
             tail: None,
             gated: false,
             seq: 0,
@@ -142,35 +141,10 @@ pub(crate) fn next_lane_id() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// An in-order OpenCL queue on `device`.
-pub(crate) fn open_lane(
-    ctx: &Context,
-    device: &Device,
-    props: cl_command_queue_properties,
-) -> Result<cl_command_queue> {
-    let api = api()?;
-    let mut err = CL_SUCCESS;
-    let cl = match api.clCreateCommandQueueWithProperties {
-        Some(f) => {
-            let list: [cl_queue_properties; 3] = [CL_QUEUE_PROPERTIES, props, 0];
-            // SAFETY: live context and one of its devices; the property
-            // list is zero-terminated.
-            unsafe { f(ctx.cl, device.id, list.as_ptr(), &mut err) }
-        }
-        // SAFETY: as above, through the OpenCL 1.x entry point.
-        None => unsafe { (api.clCreateCommandQueue)(ctx.cl, device.id, props, &mut err) },
-    };
-    if cl.is_null() || err != CL_SUCCESS {
-        return Err(Error::opencl(err, "clCreateCommandQueueWithProperties"));
-    }
-    Ok(cl)
-}
-
-/// Pointer to a wait list's first element, or null when it is empty.
-pub fn ptr_or_null(v: &[cl_event]) -> *const cl_event {
-    if v.is_empty() {
-        std::ptr::null()
-    } else {
-        v.as_ptr()
-    }
+/// An in-order queue of the back end on `device`, recording timestamps
+/// when `timed`.
+pub(crate) fn open_lane(ctx: &Context, device: &Device, timed: bool) -> Result<QueueH> {
+    ctx.platform
+        .driver
+        .create_queue(ctx.handle(), device.handle(), timed)
 }

@@ -18,6 +18,5 @@ mod submit;
 mod tracking;
 mod wait;
 
-pub use lanes::ptr_or_null;
 pub(crate) use lanes::{next_lane_id, open_lane};
 pub use state::{AsyncHandler, GroupLane, Held, Keep, LanePos, LanePositions, Queue, Submitted};

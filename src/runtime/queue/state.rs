@@ -2,8 +2,8 @@
 //! flight, and the records a submitted command leaves (its event or its
 //! place on a lane, and what it keeps alive).
 
+use crate::backend::{Driver, QueueH};
 use crate::core::error::Error;
-use crate::opencl::ffi::*;
 use crate::runtime::context::Context;
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
@@ -94,7 +94,8 @@ pub(crate) struct Inflight {
 pub(crate) struct Lane {
     /// Process-unique id of the lane.
     pub(crate) id: u64,
-    pub(crate) cl: cl_command_queue,
+    /// The back end's in-order queue.
+    pub(crate) handle: QueueH,
     pub(crate) tail: Option<Arc<Event>>,
     /// The tail waits on something that may not finish soon.
     pub(crate) gated: bool,
@@ -152,7 +153,10 @@ pub struct Queue {
     pub ctx: Arc<Context>,
     pub device: &'static Device,
     pub(crate) lanes: Mutex<Lanes>,
-    pub(crate) props: cl_command_queue_properties,
+    /// The back end of the queue's device.
+    pub(crate) driver: &'static dyn Driver,
+    /// Lanes record timestamps.
+    pub(crate) timed_lanes: bool,
     pub in_order: bool,
     pub profiling: bool,
     /// Lanes for independent work.
@@ -165,7 +169,7 @@ pub struct Queue {
     pub(crate) errors: Mutex<Vec<Error>>,
 }
 
-// SAFETY: cl_command_queue is thread-safe per the OpenCL specification; the
+// SAFETY: a back end's queues are thread-safe (as OpenCL's are); the
 // handler's user data is only passed back to the user's callback, which the
 // header documents may run on any thread.
 unsafe impl Send for Queue {}

@@ -7,10 +7,8 @@ use super::state::{
     AsyncHandler, GroupLane, Held, Inflight, Keep, Lane, LanePos, Lanes, Queue, Submitted,
     GATED_LANES, QUIET_RUN, SCAN_MIN,
 };
+use crate::backend::{EventH, QueueH};
 use crate::core::error::{Error, Result, Status};
-use crate::opencl::driver::{cl_event_of, event_h};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
 use crate::runtime::context::Context;
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
@@ -34,12 +32,9 @@ impl Queue {
                 format!("device {} does not support profiling", device.label()),
             ));
         }
-        let mut props: cl_command_queue_properties = 0;
         let timed = crate::runtime::trace::timing() && device.profiling;
-        if profiling || timed {
-            props |= CL_QUEUE_PROFILING_ENABLE;
-        }
-        let first = open_lane(&ctx, device, props)?;
+        let timed_lanes = profiling || timed;
+        let first = open_lane(&ctx, device, timed_lanes)?;
         let q = Arc::new_cyclic(|me| Queue {
             ctx: ctx.clone(),
             device,
@@ -49,7 +44,8 @@ impl Queue {
                 barrier: None,
                 group: None,
             }),
-            props,
+            driver: ctx.platform.driver,
+            timed_lanes,
             in_order,
             profiling,
             width: lanes_for(device),
@@ -76,11 +72,11 @@ impl Queue {
 
     /// OpenCL wait list for `deps`. Events of another context cannot be
     /// waited on by OpenCL; those are waited for on the host here.
-    pub fn wait_list(&self, deps: &[Arc<Event>]) -> Result<Vec<cl_event>> {
+    pub fn wait_list(&self, deps: &[Arc<Event>]) -> Result<Vec<EventH>> {
         let mut out = Vec::with_capacity(deps.len());
         for d in deps {
             if d.ctx_id == self.ctx.id {
-                out.push(cl_event_of(d.handle));
+                out.push(d.handle);
             } else {
                 d.wait()?;
             }
@@ -130,15 +126,10 @@ impl Queue {
     /// Enqueues a marker standing for the commands without events of
     /// `lane`; returns it, to be tracked, with what they keep.
     pub(crate) fn seal_lane(&self, lane: &mut Lane) -> Result<(Arc<Event>, Keep)> {
-        let api = api()?;
-        let mut cl: cl_event = std::ptr::null_mut();
-        // SAFETY: a live queue; no wait list; `cl` receives the event.
-        let rc =
-            unsafe { (api.clEnqueueMarkerWithWaitList)(lane.cl, 0, std::ptr::null(), &mut cl) };
-        check(rc, "clEnqueueMarkerWithWaitList")?;
+        let handle = self.driver.enqueue_marker(lane.handle, &[])?;
         let ev = Event::new(
-            event_h(cl),
-            self.ctx.platform.driver,
+            handle,
+            self.driver,
             self.ctx.id,
             "commands enqueued without an event".into(),
             self.profiling,
@@ -208,7 +199,7 @@ impl Queue {
         what: impl Into<Arc<str>>,
         keep: Keep,
         want_event: bool,
-        enqueue: impl FnOnce(cl_command_queue, &[cl_event], *mut cl_event) -> Result<()>,
+        enqueue: impl FnOnce(QueueH, &[EventH], Option<&mut EventH>) -> Result<()>,
     ) -> Result<Submitted> {
         // An in-order queue's one lane orders the command after commands of
         // `on_lanes` anyway. On an out-of-order queue it follows those of
@@ -230,7 +221,6 @@ impl Queue {
         }
         let follow = last.first().map(|&(lane, _)| lane);
         if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
-            let api = api()?;
             let mut lanes = self.lanes.lock();
             if lanes.barrier.as_ref().is_some_and(|b| b.is_done()) {
                 lanes.barrier = None;
@@ -258,12 +248,12 @@ impl Queue {
                     g.get_or_insert(i);
                 }
                 let lane = &mut lanes.list[i];
-                let wl: SmallVec<[cl_event; 8]> = all
+                let wl: SmallVec<[EventH; 8]> = all
                     .iter()
                     .filter(|d| d.waited_for_on(lane.id))
-                    .map(|d| cl_event_of(d.handle))
+                    .map(|d| d.handle)
                     .collect();
-                enqueue(lane.cl, &wl, std::ptr::null_mut())?;
+                enqueue(lane.handle, &wl, None)?;
                 lane.seq += 1;
                 lane.quiet_keep.extend(keep);
                 for d in all.into_iter().filter(|d| d.passes_failure_on()) {
@@ -271,8 +261,8 @@ impl Queue {
                         lane.quiet_deps.push(d);
                     }
                 }
-                // SAFETY: flushing a live queue so the command starts.
-                unsafe { (api.clFlush)(lane.cl) };
+                // The command starts.
+                self.driver.flush(lane.handle);
                 let pos = LanePos {
                     queue: self.me.clone(),
                     lane: lane.id,
@@ -300,7 +290,7 @@ impl Queue {
         if let Some(&(lane, seq)) = last.first() {
             all.extend(self.event_at(lane, seq)?.0);
         }
-        self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, ev))
+        self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, Some(ev)))
             .map(Submitted::Event)
     }
 
@@ -324,9 +314,9 @@ impl Queue {
         self.lanes.lock().barrier = Some(ev.clone());
     }
 
-    /// An OpenCL queue of this queue's device for blocking helper calls.
-    pub fn sync_cl(&self) -> cl_command_queue {
-        self.lanes.lock().list[0].cl
+    /// A back-end queue of this queue's device for blocking helper calls.
+    pub fn sync_queue(&self) -> QueueH {
+        self.lanes.lock().list[0].handle
     }
 
     /// Starts a command group: its commands share one lane until the
@@ -389,7 +379,7 @@ impl Queue {
             || (blocking && n < most)
             || !(0..n).any(|i| usable(&lanes.list[i])) && n < most
         {
-            let cl = open_lane(&self.ctx, self.device, self.props)?;
+            let cl = open_lane(&self.ctx, self.device, self.timed_lanes)?;
             lanes.list.push(Lane::new(cl));
             return Ok(n);
         }
@@ -412,9 +402,8 @@ impl Queue {
         deps: &[Arc<Event>],
         what: impl Into<Arc<str>>,
         keep: Keep,
-        enqueue: impl FnOnce(cl_command_queue, &[cl_event], &mut cl_event) -> Result<()>,
+        enqueue: impl FnOnce(QueueH, &[EventH], &mut EventH) -> Result<()>,
     ) -> Result<Arc<Event>> {
-        let api = api()?;
         let mut lanes = self.lanes.lock();
         let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         if let Some(b) = &lanes.barrier {
@@ -447,19 +436,19 @@ impl Queue {
         } else {
             None
         };
-        let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
+        let mut wl: SmallVec<[EventH; 8]> = SmallVec::new();
         let lane_id = lanes.list[i].id;
         for d in &all {
             // Another context's command is waited for through its bridge.
             if d.ctx_id == self.ctx.id && d.waited_for_on(lane_id) {
-                wl.push(cl_event_of(d.handle));
+                wl.push(d.handle);
             }
         }
-        wl.extend(bridges.iter().map(|b| cl_event_of(b.handle)));
+        wl.extend(bridges.iter().map(|b| b.handle));
         let tracer = crate::runtime::trace::tracer();
         let submitted = tracer.map_or(0, |t| t.now_ns());
-        let mut cl: cl_event = std::ptr::null_mut();
-        if let Err(e) = enqueue(lanes.list[i].cl, &wl, &mut cl) {
+        let mut handle = EventH::NONE;
+        if let Err(e) = enqueue(lanes.list[i].handle, &wl, &mut handle) {
             drop(lanes);
             if let Some((marker, kept)) = sealed_first {
                 self.track(marker, kept);
@@ -476,8 +465,8 @@ impl Queue {
         // The bridges stay alive until the command's outcome is known.
         all.extend(bridges);
         let ev = Event::new(
-            event_h(cl),
-            self.ctx.platform.driver,
+            handle,
+            self.driver,
             self.ctx.id,
             what.into(),
             self.profiling,
@@ -495,9 +484,8 @@ impl Queue {
         // stands for them from now on.
         let (quiet_keep, quiet_deps) = lane.set_tail(&ev, blocking);
         ev.add_deps(quiet_deps);
-        // SAFETY: flushing a live queue so the command starts even if
-        // nobody waits on it.
-        unsafe { (api.clFlush)(lane.cl) };
+        // The command starts even if nobody waits on it.
+        self.driver.flush(lane.handle);
         drop(lanes);
         if let Some((marker, kept)) = sealed_first {
             self.track(marker, kept);

@@ -1,18 +1,14 @@
 //! Waiting: finishing a queue's commands, delivering asynchronous errors
 //! once, markers and barriers, and what releasing a queue does.
 
-use super::lanes::ptr_or_null;
 use super::state::{Entry, Queue, SCAN_MIN};
 use crate::core::error::{Error, Result, Status};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
 use crate::runtime::event::Event;
 use std::ffi::c_void;
 use std::sync::Arc;
 
 impl Drop for Queue {
     fn drop(&mut self) {
-        let Ok(api) = api() else { return };
         // Commands must end before the memory they hold alive is dropped.
         let entries: Vec<Entry> = self.inflight.get_mut().entries.drain(..).collect();
         for e in &entries {
@@ -29,22 +25,19 @@ impl Drop for Queue {
                 self.note_outcome(&e.event, r);
             }
         }
-        // The OpenCL queues go before the memory their commands used: some
-        // drivers look at a command's memory objects until its queue is
-        // released.
+        // The back end's queues go before the memory their commands used:
+        // some drivers look at a command's memory objects until its queue
+        // is released. This Queue owns one reference to each lane;
+        // commands enqueued without events finish before it goes.
         for lane in self.lanes.get_mut().list.drain(..) {
-            // SAFETY: this Queue owns one reference to each lane; commands
-            // enqueued without events finish before it goes.
-            unsafe {
-                if lane.quiet() {
-                    (api.clFinish)(lane.cl);
-                }
-                if self.ctx.defers_queue_release() {
-                    self.ctx.retired_queues.lock().push(lane.cl as usize);
-                } else {
-                    (api.clReleaseCommandQueue)(lane.cl);
-                }
-            };
+            if lane.quiet() {
+                let _ = self.driver.finish(lane.handle);
+            }
+            if self.ctx.defers_queue_release() {
+                self.ctx.retired_queues.lock().push(lane.handle.0);
+            } else {
+                self.driver.release_queue(lane.handle);
+            }
         }
         drop(entries);
         if let Some(t) = crate::runtime::trace::tracer() {
@@ -139,15 +132,13 @@ impl Queue {
     /// from other threads wait that long. A lane whose `clFinish` fails is
     /// left to the marker, which reports what failed.
     pub(crate) fn finish_plain_lanes(&self) {
-        let Ok(api) = api() else { return };
         let mut released = Vec::new();
         {
             let mut lanes = self.lanes.lock();
             for lane in lanes.list.iter_mut().filter(|l| {
                 l.quiet() && l.quiet_deps.is_empty() && l.tail.as_ref().is_none_or(|t| t.known_ok())
             }) {
-                // SAFETY: a live queue of this Queue.
-                if unsafe { (api.clFinish)(lane.cl) } == CL_SUCCESS {
+                if self.driver.finish(lane.handle).is_ok() {
                     lane.done_through = lane.seq;
                     released.append(&mut lane.quiet_keep);
                 }
@@ -160,14 +151,13 @@ impl Queue {
     /// Finishes without reporting (used before freeing memory).
     pub fn finish_quietly(&self) {
         let sealed = self.seal();
-        if let Ok(api) = api() {
+        {
             if sealed.is_err() {
                 // No marker could stand for the commands without events:
                 // wait for their lanes as a whole.
                 let mut kept = Vec::new();
                 for lane in self.lanes.lock().list.iter_mut().filter(|l| l.quiet()) {
-                    // SAFETY: a live queue of this Queue.
-                    unsafe { (api.clFinish)(lane.cl) };
+                    let _ = self.driver.finish(lane.handle);
                     kept.append(&mut lane.quiet_keep);
                 }
                 drop(kept);
@@ -232,22 +222,15 @@ impl Queue {
 
     /// Enqueues a marker that completes when `deps` have completed.
     pub fn marker(&self, deps: &[Arc<Event>], what: &str) -> Result<Arc<Event>> {
-        let api = api()?;
         self.submit(deps, what, None, |q, wl, ev| {
-            check(
-                // SAFETY: live queue; `wl` holds valid events of this context.
-                unsafe {
-                    (api.clEnqueueMarkerWithWaitList)(q, wl.len() as cl_uint, ptr_or_null(wl), ev)
-                },
-                "clEnqueueMarkerWithWaitList",
-            )
+            *ev = self.driver.enqueue_marker(q, wl)?;
+            Ok(())
         })
     }
 
     /// Enqueues a barrier after `deps`, or after every command so far when
     /// there are none; later commands of the queue wait for it.
     pub fn barrier(&self, deps: &[Arc<Event>]) -> Result<Arc<Event>> {
-        let api = api()?;
         let mut all: Vec<Arc<Event>> = deps.to_vec();
         if all.is_empty() {
             self.seal()?;
@@ -255,13 +238,8 @@ impl Queue {
             all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
         }
         let ev = self.submit(&all, "barrier", None, |q, wl, ev| {
-            check(
-                // SAFETY: live queue; `wl` holds valid events of this context.
-                unsafe {
-                    (api.clEnqueueMarkerWithWaitList)(q, wl.len() as cl_uint, ptr_or_null(wl), ev)
-                },
-                "clEnqueueMarkerWithWaitList",
-            )
+            *ev = self.driver.enqueue_marker(q, wl)?;
+            Ok(())
         })?;
         self.lanes.lock().barrier = Some(ev.clone());
         Ok(ev)
