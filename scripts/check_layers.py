@@ -33,6 +33,7 @@ SEAM_ONLY = {
     ("runtime", "queue", "tracking"),
     ("runtime", "queue", "submit"),
     ("runtime", "queue", "wait"),
+    ("runtime", "usm"),
 }
 BACK_ENDS = {"opencl"}
 

@@ -5,13 +5,15 @@
 //! trait for OpenCL, and another back end can stand beside it.
 //!
 //! So far the seam covers events (a command's completion, its failure
-//! code, a wait, a callback at its end, its timestamps, user events) and
-//! the in-order queues commands go on (making and releasing them,
-//! flushing, finishing, markers). A command reaches the back end as a
-//! closure given the queue, its wait list and where its event goes; the
-//! commands themselves (copies, kernels), memory and programs still call
-//! OpenCL directly.
+//! code, a wait, a callback at its end, its timestamps, user events), the
+//! in-order queues commands go on (making and releasing them, flushing,
+//! finishing, markers) and the commands on unified shared memory (copies,
+//! fills, migration, advice). A command reaches the back end as a closure
+//! given the queue, its wait list and where its event goes; buffers'
+//! copies, kernels, memory allocation and programs still call OpenCL
+//! directly.
 
+use crate::core::aspects::UsmStrategy;
 use crate::core::error::Result;
 use std::ffi::c_void;
 
@@ -113,4 +115,67 @@ pub trait Driver: Send + Sync {
     /// Enqueues on `q` a command that ends once `waits` and the commands
     /// before it on `q` have; returns its event.
     fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH>;
+
+    /// Enqueues on `q` a copy of `size` bytes from `src` to `dst`, each
+    /// unified shared memory reached as `usm` says, or host memory; `ev`
+    /// receives the command's event when given.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_memcpy(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        dst: usize,
+        src: usize,
+        size: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()>;
+
+    /// Enqueues a fill of `size` bytes at `dst` with `pattern` (whose size
+    /// the back end takes, `dst` aligned to it).
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_fill(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        dst: usize,
+        pattern: &[u8],
+        size: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()>;
+
+    /// Whether the back end can move shared memory to a device.
+    fn can_migrate(&self, usm: UsmStrategy) -> bool;
+
+    /// Enqueues a move of the shared memory `[ptr, ptr + size)` to `q`'s
+    /// device. `Ok(false)`: the back end leaves this memory where it is
+    /// and enqueued nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_migrate(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        ptr: usize,
+        size: usize,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool>;
+
+    /// Whether the back end takes advice on memory use.
+    fn can_advise(&self, usm: UsmStrategy) -> bool;
+
+    /// Enqueues `advice` for `[ptr, ptr + size)`. `Ok(false)`: the back
+    /// end does not know this advice and enqueued nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_advise(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        ptr: usize,
+        size: usize,
+        advice: u32,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool>;
 }

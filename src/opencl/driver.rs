@@ -8,16 +8,64 @@
 
 use super::ffi::*;
 use super::info;
+use super::intel::IntelUsm;
 use super::loader::{api, check};
 use crate::backend::{ContextH, DeviceH, Driver, EndCallback, EventH, QueueH, Stamp};
-use crate::core::error::{Error, Result};
+use crate::core::aspects::UsmStrategy;
+use crate::core::error::{Error, Result, Status};
 use std::ffi::c_void;
 
-/// The OpenCL back end.
-pub struct OpenCl;
+/// The OpenCL back end of one platform: its entry points for Intel's USM
+/// extension, where it has them.
+pub struct OpenCl {
+    intel: Option<IntelUsm>,
+}
 
-/// The one instance platforms refer to.
-pub static OPENCL: OpenCl = OpenCl;
+/// An instance for events whose platform is not at hand (those of staged
+/// copies): events need no platform's entry points.
+pub static OPENCL: OpenCl = OpenCl { intel: None };
+
+impl OpenCl {
+    /// The back end of a platform, made once when platforms are found and
+    /// kept as long as they are (for the rest of the process).
+    pub fn for_platform(intel: Option<IntelUsm>) -> &'static OpenCl {
+        Box::leak(Box::new(OpenCl { intel }))
+    }
+
+    /// Intel's entry points, when `usm` says the context reaches USM
+    /// through them.
+    fn intel(&self, usm: UsmStrategy) -> Option<&IntelUsm> {
+        self.intel.as_ref().filter(|_| usm == UsmStrategy::IntelUsm)
+    }
+}
+
+/// A command's event slot as OpenCL takes it: null for none.
+fn out_ptr(ev: Option<&mut EventH>) -> *mut cl_event {
+    match ev {
+        Some(e) => (e as *mut EventH).cast::<cl_event>(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// The seam's handles for OpenCL events, without copying.
+pub fn events_h(list: &[cl_event]) -> &[EventH] {
+    // SAFETY: as in `cl_events`, the other way round.
+    unsafe { std::slice::from_raw_parts(list.as_ptr().cast::<EventH>(), list.len()) }
+}
+
+/// The seam's event slot for OpenCL's `ev`: none when null.
+///
+/// # Safety
+/// `ev` is null or valid for writes for as long as the slot is used.
+pub unsafe fn event_slot<'a>(ev: *mut cl_event) -> Option<&'a mut EventH> {
+    // SAFETY: the caller's promise; `EventH` has the layout of `cl_event`.
+    unsafe { ev.cast::<EventH>().as_mut() }
+}
+
+/// The seam's handle for OpenCL queue `q`.
+pub fn queue_h(q: cl_command_queue) -> QueueH {
+    QueueH(q as usize)
+}
 
 /// The seam's handle for OpenCL event `e`.
 pub fn event_h(e: cl_event) -> EventH {
@@ -55,11 +103,7 @@ pub fn cl_args<'a>(
     waits: &'a [EventH],
     ev: Option<&mut EventH>,
 ) -> (cl_command_queue, &'a [cl_event], *mut cl_event) {
-    let out = match ev {
-        Some(e) => (e as *mut EventH).cast::<cl_event>(),
-        None => std::ptr::null_mut(),
-    };
-    (cl_queue_of(q), cl_events(waits), out)
+    (cl_queue_of(q), cl_events(waits), out_ptr(ev))
 }
 
 /// The seam's handle for OpenCL context `c`.
@@ -192,6 +236,177 @@ impl Driver for OpenCl {
         };
         check(rc, "clEnqueueMarkerWithWaitList")?;
         Ok(event_h(ev))
+    }
+
+    fn enqueue_memcpy(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        dst: usize,
+        src: usize,
+        size: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        // The extension's copy and the SVM copy take the same arguments.
+        let (f, name) = match self.intel(usm) {
+            Some(i) => (i.clEnqueueMemcpyINTEL, "clEnqueueMemcpyINTEL (USM memcpy)"),
+            None => (
+                api()?.clEnqueueSVMMemcpy.ok_or_else(|| {
+                    Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemcpy")
+                })?,
+                "clEnqueueSVMMemcpy (USM memcpy)",
+            ),
+        };
+        let wl = cl_events(waits);
+        // SAFETY: the caller validated both ranges; the wait list holds
+        // events of the queue's context.
+        let rc = unsafe {
+            f(
+                cl_queue_of(q),
+                CL_FALSE,
+                dst as *mut c_void,
+                src as *const c_void,
+                size,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(ev),
+            )
+        };
+        check(rc, name)
+    }
+
+    fn enqueue_fill(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        dst: usize,
+        pattern: &[u8],
+        size: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        // The extension's fill and the SVM fill take the same arguments.
+        let (f, name) = match self.intel(usm) {
+            Some(i) => (i.clEnqueueMemFillINTEL, "clEnqueueMemFillINTEL (USM fill)"),
+            None => (
+                api()?.clEnqueueSVMMemFill.ok_or_else(|| {
+                    Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
+                })?,
+                "clEnqueueSVMMemFill (USM fill)",
+            ),
+        };
+        let wl = cl_events(waits);
+        // SAFETY: a validated range; OpenCL copies the pattern; the wait
+        // list holds events of the queue's context.
+        let rc = unsafe {
+            f(
+                cl_queue_of(q),
+                dst as *mut c_void,
+                pattern.as_ptr().cast(),
+                pattern.len(),
+                size,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(ev),
+            )
+        };
+        check(rc, name)
+    }
+
+    fn can_migrate(&self, usm: UsmStrategy) -> bool {
+        match self.intel(usm) {
+            Some(i) => i.clEnqueueMigrateMemINTEL.is_some(),
+            None => api().is_ok_and(|a| a.clEnqueueSVMMigrateMem.is_some()),
+        }
+    }
+
+    fn enqueue_migrate(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        ptr: usize,
+        size: usize,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool> {
+        let api = api()?;
+        let (q, wl, out) = (cl_queue_of(q), cl_events(waits), out_ptr(Some(ev)));
+        let p = ptr as *const c_void;
+        let (rc, name) = match (self.intel(usm), api.clEnqueueSVMMigrateMem) {
+            (Some(i), _) => match i.clEnqueueMigrateMemINTEL {
+                // SAFETY: a validated range; flags 0 move it to the device.
+                Some(m) => (
+                    unsafe { m(q, p, size, 0, wl.len() as cl_uint, ptr_or_null(wl), out) },
+                    "clEnqueueMigrateMemINTEL (USM prefetch)",
+                ),
+                None => (
+                    CL_INVALID_OPERATION,
+                    "clEnqueueMigrateMemINTEL (USM prefetch)",
+                ),
+            },
+            // SAFETY: one validated SVM range, moved to the device.
+            (None, Some(m)) => (
+                unsafe {
+                    m(
+                        q,
+                        1,
+                        &p,
+                        &size,
+                        0,
+                        wl.len() as cl_uint,
+                        ptr_or_null(wl),
+                        out,
+                    )
+                },
+                "clEnqueueSVMMigrateMem (USM prefetch)",
+            ),
+            (None, None) => (
+                CL_INVALID_OPERATION,
+                "clEnqueueSVMMigrateMem (USM prefetch)",
+            ),
+        };
+        if rc == CL_INVALID_VALUE || rc == CL_INVALID_OPERATION {
+            return Ok(false);
+        }
+        check(rc, name).map(|()| true)
+    }
+
+    fn can_advise(&self, usm: UsmStrategy) -> bool {
+        self.intel(usm)
+            .is_some_and(|i| i.clEnqueueMemAdviseINTEL.is_some())
+    }
+
+    fn enqueue_advise(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        ptr: usize,
+        size: usize,
+        advice: u32,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool> {
+        let Some(a) = self.intel(usm).and_then(|i| i.clEnqueueMemAdviseINTEL) else {
+            return Ok(false);
+        };
+        let wl = cl_events(waits);
+        // SAFETY: a validated range; the driver checks the advice value.
+        let rc = unsafe {
+            a(
+                cl_queue_of(q),
+                ptr as *const c_void,
+                size,
+                advice,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(Some(ev)),
+            )
+        };
+        if rc == CL_INVALID_VALUE {
+            return Ok(false);
+        }
+        check(rc, "clEnqueueMemAdviseINTEL (USM mem_advise)").map(|()| true)
     }
 }
 

@@ -64,6 +64,7 @@ type Advise = unsafe extern "C" fn(
 ) -> cl_int;
 
 /// The extension's functions for one platform.
+#[derive(Clone, Copy)]
 pub struct IntelUsm {
     pub clHostMemAllocINTEL: AllocHost,
     pub clDeviceMemAllocINTEL: AllocDev,

@@ -390,7 +390,9 @@ impl Queue {
                       from: *const c_void,
                       len: usize,
                       ev: &mut cl_event| {
-                    on.copy_cmd(cq, to, from, len, &[], ev)
+                    // SAFETY: `ev` is a live slot for the copy's event.
+                    let slot = unsafe { crate::opencl::driver::event_slot(ev) };
+                    on.copy_cmd(crate::opencl::driver::queue_h(cq), to, from, len, &[], slot)
                 },
             );
             let start = super::linger::now_us();

@@ -3,13 +3,11 @@
 
 use super::event::Event;
 use super::queue::{Queue, Submitted};
+use crate::backend::{EventH, QueueH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
 use crate::core::registry::AllocKind;
-use crate::opencl::driver::ptr_or_null;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -70,106 +68,43 @@ impl Queue {
         self.foreign(addr, what).map_or(Ok(()), Err)
     }
 
-    /// Picks the USM backend's entry point: `intel` on Intel's USM, else
-    /// the SVM one `svm` (missing only on a broken platform), with the
-    /// name errors give.
-    fn usm_call<F>(
-        &self,
-        intel: impl FnOnce(&crate::opencl::intel::IntelUsm) -> F,
-        svm: Option<F>,
-        names: [&'static str; 2],
-    ) -> Result<(F, &'static str)> {
-        match self.intel() {
-            Some(i) => Ok((intel(i), names[0])),
-            None => svm.map(|f| (f, names[1])).ok_or_else(|| {
-                Error::new(
-                    Status::Internal,
-                    format!("SVM strategy without {}", names[1]),
-                )
-            }),
-        }
-    }
-
-    /// Issues one USM copy on lane `q`; `ev` receives its event unless
-    /// null.
+    /// Issues one USM copy on lane `q`; `ev` receives its event when
+    /// given.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn copy_cmd(
         &self,
-        q: cl_command_queue,
+        q: QueueH,
         dst: *mut c_void,
         src: *const c_void,
         size: usize,
-        wl: &[cl_event],
-        ev: *mut cl_event,
+        wl: &[EventH],
+        ev: Option<&mut EventH>,
     ) -> Result<()> {
-        // The extension's copy and the SVM copy take the same arguments.
-        let (f, name) = self.usm_call(
-            |i| i.clEnqueueMemcpyINTEL,
-            api()?.clEnqueueSVMMemcpy,
-            [
-                "clEnqueueMemcpyINTEL (USM memcpy)",
-                "clEnqueueSVMMemcpy (USM memcpy)",
-            ],
-        )?;
-        // SAFETY: validated pointers and size; wait list of this context.
-        let rc = unsafe {
-            f(
-                q,
-                CL_FALSE,
-                dst,
-                src,
-                size,
-                wl.len() as cl_uint,
-                ptr_or_null(wl),
-                ev,
-            )
-        };
-        check(rc, name)
+        self.driver.enqueue_memcpy(
+            q,
+            self.ctx.strategy,
+            dst as usize,
+            src as usize,
+            size,
+            wl,
+            ev,
+        )
     }
 
     /// Issues one USM fill of `size` bytes at `dst` (aligned to the
     /// pattern, whose size the backend takes) on lane `q`; `ev` receives
-    /// its event unless null.
+    /// its event when given.
     pub(crate) fn fill_cmd(
         &self,
-        q: cl_command_queue,
+        q: QueueH,
         dst: *mut c_void,
         pattern: &[u8],
         size: usize,
-        wl: &[cl_event],
-        ev: *mut cl_event,
+        wl: &[EventH],
+        ev: Option<&mut EventH>,
     ) -> Result<()> {
-        // The extension's fill and the SVM fill take the same arguments.
-        let (f, name) = self.usm_call(
-            |i| i.clEnqueueMemFillINTEL,
-            api()?.clEnqueueSVMMemFill,
-            [
-                "clEnqueueMemFillINTEL (USM fill)",
-                "clEnqueueSVMMemFill (USM fill)",
-            ],
-        )?;
-        // SAFETY: a validated range; OpenCL copies the pattern; the wait
-        // list holds events of this context.
-        let rc = unsafe {
-            f(
-                q,
-                dst,
-                pattern.as_ptr().cast(),
-                pattern.len(),
-                size,
-                wl.len() as cl_uint,
-                ptr_or_null(wl),
-                ev,
-            )
-        };
-        check(rc, name)
-    }
-
-    fn intel(&self) -> Option<&'static crate::opencl::intel::IntelUsm> {
-        self.ctx
-            .platform
-            .intel_usm
-            .as_ref()
-            .filter(|_| self.ctx.strategy == UsmStrategy::IntelUsm)
+        self.driver
+            .enqueue_fill(q, self.ctx.strategy, dst as usize, pattern, size, wl, ev)
     }
 
     /// Copies `size` bytes; either side may be USM of this context or host
@@ -243,10 +178,7 @@ impl Queue {
             format!("memcpy of {size} bytes"),
             None,
             want_event,
-            |q, wl, ev| {
-                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
-                self.copy_cmd(q, dst, src, size, wl, ev)
-            },
+            |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
         )
         .map(|done| done.with_bytes(size))
     }
@@ -271,8 +203,7 @@ impl Queue {
             return unsafe { self.staged_copy(how, dst, src, size, deps, &what, keep) };
         }
         self.submit(deps, what, keep, |q, wl, ev| {
-            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-            self.copy_cmd(q, dst, src, size, wl, ev)
+            self.copy_cmd(q, dst, src, size, wl, Some(ev))
         })
         .map(|e| e.with_bytes(size))
     }
@@ -326,7 +257,6 @@ impl Queue {
             FillPlan::Empty => self.marker(deps, &what).map(Submitted::Event),
             FillPlan::Native => self
                 .submit_quiet(deps, &[], what, None, want_event, |q, wl, ev| {
-                    let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
                     self.fill_cmd(q, dst, pattern, size, wl, ev)
                 })
                 .map(|done| done.with_bytes(size)),
@@ -340,24 +270,20 @@ impl Queue {
                         deps,
                         format!("{what} (seed)"),
                         Some(super::queue::Held::Any(Box::new(seed))),
-                        |q, wl, ev| {
-                            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-                            self.copy_cmd(q, dst, sp.cast(), sl, wl, ev)
-                        },
+                        |q, wl, ev| self.copy_cmd(q, dst, sp.cast(), sl, wl, Some(ev)),
                     )?
                     .with_bytes(sl);
                 for c in copies {
                     let d = std::slice::from_ref(&prev);
                     prev = self
                         .submit(d, what.as_str(), None, |q, wl, ev| {
-                            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
                             self.copy_cmd(
                                 q,
                                 (base + c.dst) as *mut c_void,
                                 (base + c.src) as *const c_void,
                                 c.len,
                                 wl,
-                                ev,
+                                Some(ev),
                             )
                         })?
                         .with_bytes(c.len);
@@ -388,11 +314,7 @@ impl Queue {
             // does not migrate: nothing to move.
             return self.marker(deps, "prefetch (nothing to migrate)");
         }
-        let api = api()?;
-        let intel_migrate = self.intel().map(|f| f.clEnqueueMigrateMemINTEL);
-        if intel_migrate == Some(None)
-            || (intel_migrate.is_none() && api.clEnqueueSVMMigrateMem.is_none())
-        {
+        if !self.driver.can_migrate(self.ctx.strategy) {
             return self.marker(deps, "prefetch (no migration entry point)");
         }
         let mut declined = false;
@@ -401,36 +323,24 @@ impl Queue {
             format!("prefetch of {size} bytes"),
             None,
             |q, wl, ev| {
-                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-                let rc = match (intel_migrate.flatten(), api.clEnqueueSVMMigrateMem) {
-                    // SAFETY: validated range; flags 0 migrate to the device.
-                    (Some(m), _) => unsafe {
-                        m(q, ptr, size, 0, wl.len() as cl_uint, ptr_or_null(wl), ev)
-                    },
-                    // SAFETY: one validated SVM range, migrated to the device.
-                    (None, Some(m)) => unsafe {
-                        m(
-                            q,
-                            1,
-                            &ptr,
-                            &size,
-                            0,
-                            wl.len() as cl_uint,
-                            ptr_or_null(wl),
-                            ev,
-                        )
-                    },
-                    (None, None) => CL_INVALID_OPERATION,
-                };
-                declined = rc == CL_INVALID_VALUE || rc == CL_INVALID_OPERATION;
-                check(
-                    rc,
-                    if self.intel().is_some() {
-                        "clEnqueueMigrateMemINTEL (USM prefetch)"
-                    } else {
-                        "clEnqueueSVMMigrateMem (USM prefetch)"
-                    },
-                )
+                let moved = self.driver.enqueue_migrate(
+                    q,
+                    self.ctx.strategy,
+                    ptr as usize,
+                    size,
+                    wl,
+                    ev,
+                )?;
+                declined = !moved;
+                // A declined move enqueued nothing: the submission fails
+                // and a marker stands in (below).
+                if declined {
+                    return Err(Error::new(
+                        Status::FeatureNotSupported,
+                        "the back end keeps this memory in place",
+                    ));
+                }
+                Ok(())
             },
         );
         if declined {
@@ -458,20 +368,20 @@ impl Queue {
         if advice == 0 {
             return self.marker(deps, "mem_advise (default advice)");
         }
-        match self.intel().and_then(|f| f.clEnqueueMemAdviseINTEL) {
-            Some(a) => self.submit(deps, format!("mem_advise {advice}"), None, |q, wl, ev| {
-let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-                // SAFETY: validated range; the driver checks the advice value.
-                let rc = unsafe { a(q, ptr, size, advice, wl.len() as cl_uint, ptr_or_null(wl), ev) };
-                if rc == CL_INVALID_VALUE {
-                    return Err(Error::invalid(format!(
-                        "mem_advise: the driver of device {} does not accept advice {advice}",
-                        self.device.label()
-                    )));
+        match self.driver.can_advise(self.ctx.strategy) {
+            true => self.submit(deps, format!("mem_advise {advice}"), None, |q, wl, ev| {
+                if self
+                    .driver
+                    .enqueue_advise(q, self.ctx.strategy, ptr as usize, size, advice, wl, ev)?
+                {
+                    return Ok(());
                 }
-                check(rc, "clEnqueueMemAdviseINTEL (USM mem_advise)")
+                Err(Error::invalid(format!(
+                    "mem_advise: the driver of device {} does not accept advice {advice}",
+                    self.device.label()
+                )))
             }),
-            None => Err(Error::new(
+            false => Err(Error::new(
                 Status::FeatureNotSupported,
                 format!(
                     "mem_advise {advice}: device {} (USM strategy '{}') defines no advice values; only 0 is accepted",

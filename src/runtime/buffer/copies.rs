@@ -270,7 +270,6 @@ impl Queue {
             Some((to, from)) => {
                 let want = want_event || prepared.iter().any(|p| p.eventful);
                 self.submit_quiet(&waits, &on_lanes, "buffer copy", keep, want, |q, wl, ev| {
-                    let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
                     self.copy_cmd(q, to, from, bytes, wl, ev)
                 })?
                 .with_bytes(bytes)

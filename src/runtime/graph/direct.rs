@@ -6,6 +6,7 @@
 use super::{Action, Graph};
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
+use crate::opencl::driver::{event_slot, events_h, queue_h};
 use crate::opencl::ffi::*;
 use crate::runtime::launch::enqueue_ndrange;
 use crate::runtime::queue::Queue;
@@ -59,9 +60,15 @@ pub(crate) fn enqueue(
         (Action::Kernel { range, .. }, Some((k, local))) => {
             enqueue_ndrange(lane, k.cl, &k.name, range, local, wl, ev)
         }
-        (Action::Memcpy { dst, src, size }, _) => q.copy_cmd(lane, p(*dst), p(*src), *size, wl, ev),
+        (Action::Memcpy { dst, src, size }, _) => {
+            // SAFETY: `ev` is null or the caller's live slot for the event.
+            let slot = unsafe { event_slot(ev) };
+            q.copy_cmd(queue_h(lane), p(*dst), p(*src), *size, events_h(wl), slot)
+        }
         (Action::Fill { ptr, pattern, size }, _) => {
-            q.fill_cmd(lane, p(*ptr), pattern, *size, wl, ev)
+            // SAFETY: as above.
+            let slot = unsafe { event_slot(ev) };
+            q.fill_cmd(queue_h(lane), p(*ptr), pattern, *size, events_h(wl), slot)
         }
         _ => Err(Error::new(
             Status::Internal,

@@ -448,7 +448,18 @@ impl Queue {
         let tracer = crate::runtime::trace::tracer();
         let submitted = tracer.map_or(0, |t| t.now_ns());
         let mut handle = EventH::NONE;
-        if let Err(e) = enqueue(lanes.list[i].handle, &wl, &mut handle) {
+        let enqueued = enqueue(lanes.list[i].handle, &wl, &mut handle).and_then(|()| {
+            if handle.is_none() {
+                // A command that reports success must have given its event.
+                Err(Error::new(
+                    Status::Internal,
+                    "a command was enqueued without giving its event",
+                ))
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = enqueued {
             drop(lanes);
             if let Some((marker, kept)) = sealed_first {
                 self.track(marker, kept);
