@@ -34,6 +34,8 @@ SEAM_ONLY = {
     ("runtime", "queue", "submit"),
     ("runtime", "queue", "wait"),
     ("runtime", "usm"),
+    ("runtime", "usm_alloc"),
+    ("runtime", "usm_pool"),
 }
 BACK_ENDS = {"opencl"}
 

@@ -7,14 +7,15 @@
 //! So far the seam covers events (a command's completion, its failure
 //! code, a wait, a callback at its end, its timestamps, user events), the
 //! in-order queues commands go on (making and releasing them, flushing,
-//! finishing, markers) and the commands on unified shared memory (copies,
-//! fills, migration, advice). A command reaches the back end as a closure
-//! given the queue, its wait list and where its event goes; buffers'
-//! copies, kernels, memory allocation and programs still call OpenCL
-//! directly.
+//! finishing, markers), unified shared memory (allocating and freeing it)
+//! and the commands on it (copies, fills, migration, advice). A command
+//! reaches the back end as a closure given the queue, its wait list and
+//! where its event goes; buffers' memory and copies, kernels and programs
+//! still call OpenCL directly.
 
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::Result;
+use crate::core::registry::AllocKind;
 use std::ffi::c_void;
 
 /// A back end's event: the end of one command, or a user event. The
@@ -115,6 +116,27 @@ pub trait Driver: Send + Sync {
     /// Enqueues on `q` a command that ends once `waits` and the commands
     /// before it on `q` have; returns its event.
     fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH>;
+
+    /// Allocates `size` bytes of `kind` unified shared memory in `ctx`,
+    /// reached as `usm` says (`dev`: the device of device and shared
+    /// memory; `align`: 0 for the back end's own; `atomics`: host and
+    /// shared memory that device atomics work on). 0 when the back end
+    /// gave no memory without saying why.
+    #[allow(clippy::too_many_arguments)]
+    fn usm_alloc(
+        &self,
+        ctx: ContextH,
+        usm: UsmStrategy,
+        kind: AllocKind,
+        dev: Option<DeviceH>,
+        size: usize,
+        align: usize,
+        atomics: bool,
+    ) -> Result<usize>;
+
+    /// Frees what [`Driver::usm_alloc`] gave at `ptr`, once no command
+    /// uses it.
+    fn usm_free(&self, ctx: ContextH, usm: UsmStrategy, ptr: usize);
 
     /// Enqueues on `q` a copy of `size` bytes from `src` to `dst`, each
     /// unified shared memory reached as `usm` says, or host memory; `ev`

@@ -272,43 +272,31 @@ impl Context {
             // once, before the memory under it.
             unsafe { (api.clReleaseMemObject)(m as cl_mem) };
         }
-        self.free_raw(api, c.record.raw);
+        self.free_raw(c.record.raw);
     }
 
-    pub(crate) fn free_raw(&self, api: &Api, ptr: usize) {
+    /// Gives back a USM allocation's memory (a slot of a shared block goes
+    /// back to its block, which goes once empty).
+    pub(crate) fn free_raw(&self, ptr: usize) {
         if self.strategy == UsmStrategy::Svm {
             let given = self.slabs.lock().give(ptr);
             match given {
                 Some(None) => return,
-                Some(Some(block)) => return self.free_svm(api, block),
+                Some(Some(block)) => return self.free_block(block),
                 None => {}
             }
         }
-        let p = ptr as *mut std::ffi::c_void;
-        if let Some(intel) = self
-            .platform
-            .intel_usm
-            .as_ref()
-            .filter(|_| self.strategy == UsmStrategy::IntelUsm)
-        {
-            // SAFETY: `p` was returned by an Intel USM allocation in this
-            // context and is freed once, after its registry entry was removed.
-            unsafe { (intel.clMemBlockingFreeINTEL)(self.cl, p) };
-        } else if let Some(free) = api.clSVMFree {
-            // SAFETY: `p` came from clSVMAlloc in this context; the caller has
-            // finished the queues that could use it.
-            unsafe { free(self.cl, p) };
-        }
+        self.platform
+            .driver
+            .usm_free(self.handle(), self.strategy, ptr);
     }
-}
 
-impl Context {
-    pub(crate) fn free_svm(&self, api: &Api, ptr: usize) {
-        if let Some(free) = api.clSVMFree {
-            // SAFETY: a block from clSVMAlloc in this context, freed once,
-            // after the queues that could use it finished.
-            unsafe { free(self.cl, ptr as *mut std::ffi::c_void) };
-        }
+    /// Gives back a block of small device allocations, after the queues
+    /// that could use it finished.
+    pub(crate) fn free_block(&self, block: usize) {
+        self.platform
+            .driver
+            .usm_free(self.handle(), self.strategy, block);
     }
 }
 
@@ -334,7 +322,7 @@ impl Drop for Context {
         let Ok(api) = api() else { return };
         let left = self.registry.get_mut().drain();
         for (_, rec) in left {
-            self.free_raw(api, rec.raw);
+            self.free_raw(rec.raw);
         }
         self.programs.get_mut().clear();
         self.stagers.get_mut().clear();
@@ -343,10 +331,10 @@ impl Drop for Context {
             self.free_cached(api, c);
         }
         for raw in self.usm_pool.get_mut().drain() {
-            self.free_raw(api, raw);
+            self.free_raw(raw);
         }
         for block in self.slabs.get_mut().drain() {
-            self.free_svm(api, block);
+            self.free_block(block);
         }
         for q in self.retired_queues.get_mut().drain(..) {
             // SAFETY: a queue of this context whose Syrah queue is gone,

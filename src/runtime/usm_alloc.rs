@@ -7,8 +7,6 @@ use super::platform::Device;
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::registry::{AllocKind, AllocRecord};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
 use std::ffi::c_void;
 
 impl Context {
@@ -34,7 +32,6 @@ impl Context {
         size: usize,
         align: usize,
     ) -> Result<*mut c_void> {
-        let api = api()?;
         let dev_index = match (kind, device) {
             (AllocKind::Host, _) => None,
             (_, Some(d)) => Some(self.require_device(d)?),
@@ -98,7 +95,7 @@ impl Context {
             // Some drivers cap or ignore the requested alignment: allocate
             // a padded block and align inside it.
             if !raw.is_null() {
-                self.free_raw(api, raw as usize);
+                self.free_raw(raw as usize);
             }
             let padded = size.checked_add(align - 1).ok_or_else(|| {
                 Error::invalid(format!(
@@ -132,14 +129,14 @@ impl Context {
             pooled: 0,
         };
         if let Err(e) = self.registry.lock().insert(ptr as usize, rec) {
-            self.free_raw(api, raw);
+            self.free_raw(raw);
             return Err(e);
         }
         Ok(ptr)
     }
 
-    /// One allocation through the strategy's entry point; null when the
-    /// driver returned no memory without an error code.
+    /// One allocation through the back end; null when it returned no
+    /// memory without an error code.
     fn backend_alloc(
         &self,
         kind: AllocKind,
@@ -148,117 +145,63 @@ impl Context {
         align: usize,
         limit_devs: &[&Device],
     ) -> Result<*mut c_void> {
-        let api = api()?;
-        match self.strategy {
-            UsmStrategy::IntelUsm => {
-                let f = self.platform.intel_usm.as_ref().ok_or_else(|| {
-                    Error::new(
-                        Status::Internal,
-                        "Intel USM strategy without its entry points",
-                    )
-                })?;
-                let a = cl_uint::try_from(align)
-                    .map_err(|_| Error::invalid(format!("USM alignment {align} is too large")))?;
-                let mut err = CL_SUCCESS;
-                // SAFETY: live context (and one of its devices); null
-                // properties; the size and alignment were checked.
-                let p = unsafe {
-                    match (kind, device) {
-                        (AllocKind::Host, _) => {
-                            (f.clHostMemAllocINTEL)(self.cl, std::ptr::null(), size, a, &mut err)
-                        }
-                        (AllocKind::Device, Some(d)) => (f.clDeviceMemAllocINTEL)(
-                            self.cl,
-                            d.id,
-                            std::ptr::null(),
-                            size,
-                            a,
-                            &mut err,
-                        ),
-                        (AllocKind::Shared, Some(d)) => (f.clSharedMemAllocINTEL)(
-                            self.cl,
-                            d.id,
-                            std::ptr::null(),
-                            size,
-                            a,
-                            &mut err,
-                        ),
-                        _ => std::ptr::null_mut(),
-                    }
-                };
-                if err != CL_SUCCESS {
-                    return Err(Error::opencl(
-                        err,
-                        &format!(
-                            "{} ({} USM allocation of {size} bytes)",
-                            match kind {
-                                AllocKind::Host => "clHostMemAllocINTEL",
-                                AllocKind::Shared => "clSharedMemAllocINTEL",
-                                _ => "clDeviceMemAllocINTEL",
-                            },
-                            kind.name()
-                        ),
-                    ));
-                }
-                Ok(p)
-            }
-            UsmStrategy::Svm => {
-                let f = api.clSVMAlloc.ok_or_else(|| {
-                    Error::new(Status::Internal, "SVM strategy without clSVMAlloc")
-                })?;
-                let a = cl_uint::try_from(align).map_err(|_| {
-                    Error::invalid(format!("USM alignment {align} is too large for SVM"))
-                })?;
-                if kind == AllocKind::Device {
-                    if let Some(class) = crate::core::slab::class_of(size, align) {
-                        if let Some(p) = self.slab_alloc(f, class) {
-                            return Ok(p);
-                        }
-                    }
-                }
-                let mut flags = CL_MEM_READ_WRITE;
-                if kind != AllocKind::Device {
-                    flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
-                    if limit_devs.iter().all(|d| self.support(d).atomic_shared) {
-                        flags |= CL_MEM_SVM_ATOMICS;
-                    }
-                }
-                // SAFETY: live context; flags and alignment were checked.
-                Ok(unsafe { f(self.cl, flags, size, a) })
-            }
-            UsmStrategy::None => Err(self.feature_error(kind, device, "no USM")),
+        if self.strategy == UsmStrategy::None {
+            return Err(self.feature_error(kind, device, "no USM"));
         }
+        if self.strategy == UsmStrategy::Svm && kind == AllocKind::Device {
+            if let Some(class) = crate::core::slab::class_of(size, align) {
+                if let Some(p) = self.slab_alloc(class) {
+                    return Ok(p);
+                }
+            }
+        }
+        let atomics = limit_devs.iter().all(|d| self.support(d).atomic_shared);
+        let p = self.platform.driver.usm_alloc(
+            self.handle(),
+            self.strategy,
+            kind,
+            device.map(|d| d.handle()),
+            size,
+            align,
+            atomics,
+        )?;
+        Ok(p as *mut c_void)
     }
 
     /// A slot of `class` bytes from a block of small device allocations,
-    /// making a block if none has room; None if the driver gives no block.
-    fn slab_alloc(
-        &self,
-        alloc: unsafe extern "C" fn(cl_context, cl_svm_mem_flags, usize, cl_uint) -> *mut c_void,
-        class: usize,
-    ) -> Option<*mut c_void> {
+    /// making a block if none has room; None if the back end gives no
+    /// block.
+    fn slab_alloc(&self, class: usize) -> Option<*mut c_void> {
         use crate::core::slab::{BLOCK, MIN_CLASS};
         let mut slabs = self.slabs.lock();
         if let Some(p) = slabs.take(class) {
             return Some(p as *mut c_void);
         }
-        // SAFETY: live context; a read-write block with the driver's
-        // alignment, checked below.
-        let block = unsafe { alloc(self.cl, CL_MEM_READ_WRITE, BLOCK, 0) };
-        if block.is_null() || block as usize % MIN_CLASS != 0 {
-            if !block.is_null() {
-                if let Ok(api) = api() {
-                    self.free_svm(api, block as usize);
-                }
+        // A read-write block with the back end's alignment, checked below.
+        let block = self
+            .platform
+            .driver
+            .usm_alloc(
+                self.handle(),
+                self.strategy,
+                AllocKind::Device,
+                None,
+                BLOCK,
+                0,
+                false,
+            )
+            .ok()?;
+        if block == 0 || block % MIN_CLASS != 0 {
+            if block != 0 {
+                self.free_block(block);
             }
             return None;
         }
-        Some(slabs.add_block(block as usize, class) as *mut c_void)
+        Some(slabs.add_block(block, class) as *mut c_void)
     }
 
     /// Frees a USM allocation, first waiting for work that may use it.
     pub fn usm_free(&self, ptr: *mut c_void) -> Result<()> {
-        let api = api()?;
         let addr = ptr as usize;
         let removed = self.registry.lock().remove(addr);
         match removed {
@@ -269,7 +212,7 @@ impl Context {
                 if rec.pooled != 0 {
                     self.pool_freed(&rec);
                 } else {
-                    self.free_raw(api, rec.raw);
+                    self.free_raw(rec.raw);
                 }
                 Ok(())
             }

@@ -11,7 +11,6 @@ use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Result, Status};
 use crate::core::pool::pool_class;
 use crate::core::registry::{AllocKind, AllocRecord};
-use crate::opencl::loader::api;
 use std::ffi::c_void;
 
 /// Whether freed device allocations are pooled (`SYRAH_USM_POOL` unset or
@@ -111,9 +110,7 @@ impl Context {
     }
 
     fn free_pooled(&self, raw: usize) {
-        if let Ok(api) = api() {
-            self.free_raw(api, raw);
-        }
+        self.free_raw(raw);
     }
 
     /// Gives the device memory kept for reuse back to the driver: freed USM

@@ -403,7 +403,7 @@ impl Storage {
                             unsafe { (api.clReleaseMemObject)(m as cl_mem) };
                         }
                         if let Ok(rec) = rec {
-                            d.ctx.free_raw(api, rec.raw);
+                            d.ctx.free_raw(rec.raw);
                         }
                     }
                 }
