@@ -36,6 +36,7 @@ SEAM_ONLY = {
     ("runtime", "usm"),
     ("runtime", "usm_alloc"),
     ("runtime", "usm_pool"),
+    ("runtime", "launch"),
 }
 BACK_ENDS = {"opencl"}
 

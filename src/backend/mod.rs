@@ -10,11 +10,13 @@
 //! finishing, markers), unified shared memory (allocating and freeing it)
 //! and the commands on it (copies, fills, migration, advice). A command
 //! reaches the back end as a closure given the queue, its wait list and
-//! where its event goes; buffers' memory and copies, kernels and programs
-//! still call OpenCL directly.
+//! where its event goes. Kernels' arguments and launches go through it
+//! too; buffers' memory and copies, and programs, still call OpenCL
+//! directly.
 
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::Result;
+use crate::core::launch::NdRange;
 use crate::core::registry::AllocKind;
 use std::ffi::c_void;
 
@@ -49,6 +51,30 @@ pub struct DeviceH(pub usize);
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct QueueH(pub usize);
+
+/// A memory object of a back end (a buffer's allocation on a device
+/// without unified shared memory).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemH(pub usize);
+
+/// A kernel of a back end: its code and the arguments set on it.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelH(pub usize);
+
+/// One argument set on a kernel.
+#[derive(Clone, Copy, Debug)]
+pub enum ArgSet<'a> {
+    /// Bytes passed by value.
+    Bytes(&'a [u8]),
+    /// This many bytes of group-local memory.
+    Local(usize),
+    /// A memory object.
+    Mem(MemH),
+    /// A unified shared memory address (0: a null pointer).
+    Usm(usize),
+}
 
 /// Execution status, numbered as OpenCL numbers it (every back end
 /// reports in these terms): complete, running, submitted, queued; a
@@ -137,6 +163,40 @@ pub trait Driver: Send + Sync {
     /// Frees what [`Driver::usm_alloc`] gave at `ptr`, once no command
     /// uses it.
     fn usm_free(&self, ctx: ContextH, usm: UsmStrategy, ptr: usize);
+
+    /// Sets argument `index` of `k` (pointers reached as `usm` says). A
+    /// failure's message is only the back end's reason, for the caller to
+    /// put in context; an argument the kernel cannot take is
+    /// `Status::KernelArguments`.
+    fn set_kernel_arg(
+        &self,
+        k: KernelH,
+        usm: UsmStrategy,
+        index: u32,
+        arg: ArgSet<'_>,
+    ) -> Result<()>;
+
+    /// Takes another reference to memory object `m`.
+    fn retain_mem(&self, m: MemH);
+
+    /// Gives back a reference to memory object `m`.
+    fn release_mem(&self, m: MemH);
+
+    /// Enqueues `k` (named `name`), with the arguments set on it now, over
+    /// `range` on `q`. `local_args`: it takes group-local memory
+    /// arguments, so that running out of resources is reported as
+    /// running out of local memory.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_kernel(
+        &self,
+        q: QueueH,
+        k: KernelH,
+        name: &str,
+        local_args: bool,
+        range: &NdRange,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()>;
 
     /// Enqueues on `q` a copy of `size` bytes from `src` to `dst`, each
     /// unified shared memory reached as `usm` says, or host memory; `ev`

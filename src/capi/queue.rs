@@ -215,7 +215,7 @@ unsafe fn args_from<'a>(
             SYRAH_ARG_ACCESSOR => accessor_ptrs
                 .get(a.size)
                 .map(|&(p, m)| match m {
-                    Some(m) => Arg::Mem(m as crate::opencl::ffi::cl_mem),
+                    Some(m) => Arg::Mem(crate::backend::MemH(m)),
                     None => Arg::Usm(p as *const c_void),
                 })
                 .ok_or_else(|| {

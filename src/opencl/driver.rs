@@ -9,10 +9,13 @@
 use super::ffi::*;
 use super::info;
 use super::intel::IntelUsm;
-use super::loader::{api, check};
-use crate::backend::{ContextH, DeviceH, Driver, EndCallback, EventH, QueueH, Stamp};
+use super::loader::{api, check, cl_error_name};
+use crate::backend::{
+    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelH, MemH, QueueH, Stamp,
+};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
+use crate::core::launch::NdRange;
 use crate::core::registry::AllocKind;
 use std::ffi::c_void;
 
@@ -237,6 +240,117 @@ impl Driver for OpenCl {
         };
         check(rc, "clEnqueueMarkerWithWaitList")?;
         Ok(event_h(ev))
+    }
+
+    fn set_kernel_arg(
+        &self,
+        k: KernelH,
+        usm: UsmStrategy,
+        index: u32,
+        arg: ArgSet<'_>,
+    ) -> Result<()> {
+        let api = api()?;
+        let k = k.0 as cl_kernel;
+        let rc = match arg {
+            // SAFETY: `b` is a readable slice of the given length.
+            ArgSet::Bytes(b) => unsafe {
+                (api.clSetKernelArg)(k, index, b.len(), b.as_ptr().cast())
+            },
+            // SAFETY: a null value with a size reserves local memory.
+            ArgSet::Local(n) => unsafe { (api.clSetKernelArg)(k, index, n, std::ptr::null()) },
+            ArgSet::Mem(m) => {
+                let m = m.0 as cl_mem;
+                // SAFETY: a live memory object passed by value.
+                unsafe {
+                    (api.clSetKernelArg)(
+                        k,
+                        index,
+                        std::mem::size_of::<cl_mem>(),
+                        (&m as *const cl_mem).cast(),
+                    )
+                }
+            }
+            // SAFETY: a null memory object value sets a null global
+            // pointer (OpenCL's clSetKernelArg).
+            ArgSet::Usm(0) => unsafe {
+                (api.clSetKernelArg)(k, index, std::mem::size_of::<cl_mem>(), std::ptr::null())
+            },
+            ArgSet::Usm(p) => match (self.intel(usm), api.clSetKernelArgSVMPointer) {
+                // SAFETY: the extension takes any USM pointer value.
+                (Some(f), _) => unsafe {
+                    (f.clSetKernelArgMemPointerINTEL)(k, index, p as *const c_void)
+                },
+                // SAFETY: SVM pointer arguments are plain values.
+                (None, Some(f)) => unsafe { f(k, index, p as *const c_void) },
+                (None, None) => CL_INVALID_OPERATION,
+            },
+        };
+        if rc == CL_SUCCESS {
+            return Ok(());
+        }
+        Err(Error::new(
+            if rc == CL_INVALID_ARG_VALUE || rc == CL_INVALID_ARG_SIZE {
+                Status::KernelArguments
+            } else {
+                Status::Opencl
+            },
+            format!("{} ({rc})", cl_error_name(rc)),
+        ))
+    }
+
+    fn retain_mem(&self, m: MemH) {
+        if let Ok(api) = api() {
+            // SAFETY: a live memory object.
+            unsafe { (api.clRetainMemObject)(m.0 as cl_mem) };
+        }
+    }
+
+    fn release_mem(&self, m: MemH) {
+        if let Ok(api) = api() {
+            // SAFETY: the caller owns the reference given back.
+            unsafe { (api.clReleaseMemObject)(m.0 as cl_mem) };
+        }
+    }
+
+    fn enqueue_kernel(
+        &self,
+        q: QueueH,
+        k: KernelH,
+        name: &str,
+        local_args: bool,
+        range: &NdRange,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        let api = api()?;
+        let wl = cl_events(waits);
+        // SAFETY: a live queue and kernel whose arguments are set; the
+        // size arrays have three entries; the wait list holds events of
+        // the queue's context.
+        let rc = unsafe {
+            (api.clEnqueueNDRangeKernel)(
+                cl_queue_of(q),
+                k.0 as cl_kernel,
+                range.dims,
+                range.offset_or_null(),
+                range.global.as_ptr(),
+                range.local_or_null(),
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(ev),
+            )
+        };
+        if rc == CL_SUCCESS {
+            return Ok(());
+        }
+        let mut e = Error::opencl(rc, &format!("clEnqueueNDRangeKernel of kernel '{name}'"));
+        if rc == CL_INVALID_KERNEL_ARGS {
+            e.status = Status::KernelArguments;
+        }
+        if rc == CL_OUT_OF_RESOURCES && local_args {
+            e.status = Status::OutOfLocalMemory;
+        }
+        Err(e)
     }
 
     fn usm_alloc(

@@ -4,12 +4,10 @@ use super::context::Context;
 use super::event::Event;
 use super::program::{Kernel, KernelDeviceInfo};
 use super::queue::{LanePos, Queue, Submitted};
+use crate::backend::{ArgSet, EventH, MemH, QueueH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::{check_local_memory, NdRange};
-use crate::opencl::driver::ptr_or_null;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, cl_error_name};
 use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -23,8 +21,8 @@ pub enum Arg<'a> {
     Usm(*const c_void),
     /// Group-local memory of this many bytes.
     Local(usize),
-    /// A `cl_mem` (a buffer's allocation on a device without USM).
-    Mem(cl_mem),
+    /// A memory object (a buffer's allocation on a device without USM).
+    Mem(MemH),
 }
 
 /// Whether `SYRAH_VALIDATE=1` asked for the expensive checks.
@@ -155,9 +153,8 @@ impl Queue {
         set_args(&self.ctx, kernel, &mut held, args)?;
         let local_args = !dynamic.is_empty();
         self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
-            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, ev);
             // The arguments were set under the kernel's lock, still held.
-            enqueue_ndrange(q, kernel.cl, &kernel.name, range, local_args, wl, ev)
+            enqueue_ndrange(q, kernel, range, local_args, wl, ev)
         })
     }
 }
@@ -172,122 +169,62 @@ pub(crate) fn set_args(
     held: &mut [usize],
     args: &[Arg<'_>],
 ) -> Result<()> {
-    let api = api()?;
-    let intel = ctx
-        .platform
-        .intel_usm
-        .as_ref()
-        .filter(|_| ctx.strategy == UsmStrategy::IntelUsm);
+    let driver = ctx.platform.driver;
+    let k = kernel.handle();
     for (i, a) in args.iter().enumerate() {
-        let idx = i as cl_uint;
-        let rc = match a {
-            // SAFETY: `b` is a readable slice of the given length.
-            Arg::Scalar(b) => unsafe {
-                (api.clSetKernelArg)(kernel.cl, idx, b.len(), b.as_ptr().cast())
-            },
-            // SAFETY: a null value with a size reserves local memory.
-            Arg::Local(n) => unsafe { (api.clSetKernelArg)(kernel.cl, idx, *n, std::ptr::null()) },
-            // SAFETY: a live memory object passed by value; the kernel
-            // keeps a reference to it while it is the argument.
-            Arg::Mem(m) => unsafe {
-                let rc = (api.clSetKernelArg)(
-                    kernel.cl,
-                    idx,
-                    std::mem::size_of::<cl_mem>(),
-                    (m as *const cl_mem).cast(),
-                );
-                if rc == CL_SUCCESS {
-                    (api.clRetainMemObject)(*m);
-                    if let Some(old) = held.get_mut(i) {
-                        if *old != 0 {
-                            (api.clReleaseMemObject)(*old as cl_mem);
-                        }
-                        *old = *m as usize;
-                    }
-                }
-                rc
-            },
-            // SAFETY: a null memory object value sets a null global
-            // pointer (OpenCL's clSetKernelArg).
-            Arg::Usm(p) if p.is_null() => unsafe {
-                (api.clSetKernelArg)(
-                    kernel.cl,
-                    idx,
-                    std::mem::size_of::<cl_mem>(),
-                    std::ptr::null(),
-                )
-            },
-            Arg::Usm(p) => match (intel, api.clSetKernelArgSVMPointer) {
-                // SAFETY: the extension takes any USM pointer value.
-                (Some(f), _) => unsafe { (f.clSetKernelArgMemPointerINTEL)(kernel.cl, idx, *p) },
-                // SAFETY: SVM pointer arguments are plain values.
-                (None, Some(f)) => unsafe { f(kernel.cl, idx, *p) },
-                (None, None) => CL_INVALID_OPERATION,
-            },
+        let set = match *a {
+            Arg::Scalar(b) => ArgSet::Bytes(b),
+            Arg::Local(n) => ArgSet::Local(n),
+            Arg::Mem(m) => ArgSet::Mem(m),
+            Arg::Usm(p) => ArgSet::Usm(p as usize),
         };
-        if rc != CL_SUCCESS {
-            return Err(Error::new(
-                if rc == -50 || rc == -51 {
-                    Status::KernelArguments
-                } else {
-                    Status::Opencl
+        if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, set) {
+            e.message = format!(
+                "setting argument {i} ({}) of kernel '{}' failed: {}",
+                match a {
+                    Arg::Scalar(b) => format!("value of {} bytes", b.len()),
+                    Arg::Local(n) => format!("{n} bytes of local memory"),
+                    Arg::Usm(p) => format!("USM pointer {p:?}"),
+                    Arg::Mem(_) => "buffer accessor".to_string(),
                 },
-                format!(
-                    "setting argument {i} ({}) of kernel '{}' failed: {} ({rc})",
-                    match a {
-                        Arg::Scalar(b) => format!("value of {} bytes", b.len()),
-                        Arg::Local(n) => format!("{n} bytes of local memory"),
-                        Arg::Usm(p) => format!("USM pointer {p:?}"),
-                        Arg::Mem(_) => "buffer accessor".to_string(),
-                    },
-                    kernel.name,
-                    cl_error_name(rc)
-                ),
-            ));
+                kernel.name,
+                e.message
+            );
+            return Err(e);
+        }
+        if let Arg::Mem(m) = *a {
+            // The kernel keeps a reference to the memory object while it
+            // is the argument.
+            driver.retain_mem(m);
+            if let Some(old) = held.get_mut(i) {
+                if *old != 0 {
+                    driver.release_mem(MemH(*old));
+                }
+                *old = m.0;
+            }
         }
     }
     Ok(())
 }
 
-/// Enqueues `kernel` (named `name`; its arguments already set) over
-/// `range` on `q` after the events of `wl`; `ev` receives its event unless
-/// null. `local_args`: some arguments are group-local memory, so running
-/// out of resources means out of local memory.
+/// Enqueues `kernel` (its arguments already set) over `range` on `q`
+/// after `wl`; `ev` receives its event when given. `local_args`: it takes
+/// group-local memory arguments.
 pub(crate) fn enqueue_ndrange(
-    q: cl_command_queue,
-    kernel: cl_kernel,
-    name: &str,
+    q: QueueH,
+    kernel: &Kernel,
     range: &NdRange,
     local_args: bool,
-    wl: &[cl_event],
-    ev: *mut cl_event,
+    wl: &[EventH],
+    ev: Option<&mut EventH>,
 ) -> Result<()> {
-    let api = api()?;
-    // SAFETY: a live queue and kernel whose arguments are set; the size
-    // arrays have three entries; the wait list holds events of the queue's
-    // context.
-    let rc = unsafe {
-        (api.clEnqueueNDRangeKernel)(
-            q,
-            kernel,
-            range.dims,
-            range.offset_or_null(),
-            range.global.as_ptr(),
-            range.local_or_null(),
-            wl.len() as cl_uint,
-            ptr_or_null(wl),
-            ev,
-        )
-    };
-    if rc != CL_SUCCESS {
-        let mut e = Error::opencl(rc, &format!("clEnqueueNDRangeKernel of kernel '{name}'"));
-        if rc == -52 {
-            e.status = Status::KernelArguments;
-        }
-        if rc == -5 && local_args {
-            e.status = Status::OutOfLocalMemory;
-        }
-        return Err(e);
-    }
-    Ok(())
+    kernel.ctx.platform.driver.enqueue_kernel(
+        q,
+        kernel.handle(),
+        &kernel.name,
+        local_args,
+        range,
+        wl,
+        ev,
+    )
 }

@@ -318,6 +318,11 @@ impl Drop for Kernel {
 }
 
 impl Kernel {
+    /// The kernel as the back-end seam names it.
+    pub fn handle(&self) -> crate::backend::KernelH {
+        crate::backend::KernelH(self.cl as usize)
+    }
+
     pub fn create(program: &Program, name: &str) -> Result<Kernel> {
         let api = api()?;
         let cname =

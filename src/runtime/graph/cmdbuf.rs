@@ -309,7 +309,7 @@ unsafe fn update_arg(
         Arg::Local(n) => (std::ptr::null(), n, false),
         Arg::Usm(p) => (p, 0, true),
         Arg::Mem(m) => {
-            mem = m;
+            mem = m.0 as cl_mem;
             (
                 (&mem as *const cl_mem).cast(),
                 std::mem::size_of::<cl_mem>(),

@@ -58,7 +58,9 @@ pub(crate) fn enqueue(
     let node = &graph.nodes[i];
     let done = match (&node.action, kernel) {
         (Action::Kernel { range, .. }, Some((k, local))) => {
-            enqueue_ndrange(lane, k.cl, &k.name, range, local, wl, ev)
+            // SAFETY: `ev` is null or the caller's live slot for the event.
+            let slot = unsafe { event_slot(ev) };
+            enqueue_ndrange(queue_h(lane), k, range, local, events_h(wl), slot)
         }
         (Action::Memcpy { dst, src, size }, _) => {
             // SAFETY: `ev` is null or the caller's live slot for the event.

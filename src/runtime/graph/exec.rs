@@ -141,7 +141,7 @@ pub(crate) fn args_of<'a>(
             NodeArg::Usm(p) => Arg::Usm(*p as *const std::ffi::c_void),
             NodeArg::Local(n) => Arg::Local(*n),
             NodeArg::Accessor(i) => match accessors.get(*i) {
-                Some(&(_, Some(m))) => Arg::Mem(m as cl_mem),
+                Some(&(_, Some(m))) => Arg::Mem(crate::backend::MemH(m)),
                 Some(&(p, None)) => Arg::Usm(p as *const std::ffi::c_void),
                 None => Arg::Usm(std::ptr::null()),
             },
