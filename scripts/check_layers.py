@@ -37,6 +37,8 @@ SEAM_ONLY = {
     ("runtime", "usm_alloc"),
     ("runtime", "usm_pool"),
     ("runtime", "launch"),
+    ("runtime", "program"),
+    ("runtime", "build_cache"),
 }
 BACK_ENDS = {"opencl"}
 

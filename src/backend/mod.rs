@@ -10,9 +10,10 @@
 //! finishing, markers), unified shared memory (allocating and freeing it)
 //! and the commands on it (copies, fills, migration, advice). A command
 //! reaches the back end as a closure given the queue, its wait list and
-//! where its event goes. Kernels' arguments and launches go through it
-//! too; buffers' memory and copies, and programs, still call OpenCL
-//! directly.
+//! where its event goes. Programs (building, binaries, logs), kernels
+//! (making them, what they need on each device, their arguments) and
+//! launches go through it too; buffers' memory and copies still call
+//! OpenCL directly.
 
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::Result;
@@ -62,6 +63,32 @@ pub struct MemH(pub usize);
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelH(pub usize);
+
+/// A built program of a back end.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProgramH(pub usize);
+
+/// What a program is built from.
+#[derive(Clone, Copy, Debug)]
+pub enum ProgramInput<'a> {
+    /// Kernel source text.
+    Source(&'a [u8]),
+    /// An intermediate language module (SPIR-V).
+    Il(&'a [u8]),
+    /// A binary the back end made for the one device given.
+    Binary(&'a [u8]),
+}
+
+/// What a kernel needs and prefers on one device (the back end's word,
+/// `None` where it does not say).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelFacts {
+    pub work_group_size: Option<usize>,
+    pub static_local_mem: u64,
+    pub private_mem: u64,
+    pub preferred_multiple: Option<usize>,
+}
 
 /// One argument set on a kernel.
 #[derive(Clone, Copy, Debug)]
@@ -163,6 +190,45 @@ pub trait Driver: Send + Sync {
     /// Frees what [`Driver::usm_alloc`] gave at `ptr`, once no command
     /// uses it.
     fn usm_free(&self, ctx: ContextH, usm: UsmStrategy, ptr: usize);
+
+    /// Builds a program for `devices` (each with the label messages name
+    /// it by) in `ctx`. A failed build is `Status::BuildFailure`, its
+    /// message holding each device's build log.
+    fn build_program(
+        &self,
+        ctx: ContextH,
+        devices: &[(DeviceH, String)],
+        input: ProgramInput<'_>,
+        options: &str,
+    ) -> Result<ProgramH>;
+
+    /// Gives back the runtime's reference to `p`.
+    fn release_program(&self, p: ProgramH);
+
+    /// The binaries of `p`, one per device it was built for, in order.
+    fn program_binaries(&self, p: ProgramH) -> Result<Vec<Vec<u8>>>;
+
+    /// The build log of `p` for `d` (empty when there is none).
+    fn build_log(&self, p: ProgramH, d: DeviceH) -> String;
+
+    /// The names of the kernels in `p`.
+    fn kernel_names(&self, p: ProgramH) -> Vec<String>;
+
+    /// Makes kernel `name` of `p`, able to reach memory as `usm` says:
+    /// the kernel, its number of arguments and its name as the program
+    /// spells it. A name the program lacks is `Status::KernelNotFound`.
+    fn create_kernel(
+        &self,
+        p: ProgramH,
+        name: &str,
+        usm: UsmStrategy,
+    ) -> Result<(KernelH, u32, String)>;
+
+    /// What `k` needs and prefers on `d`.
+    fn kernel_facts(&self, k: KernelH, d: DeviceH) -> KernelFacts;
+
+    /// Gives back the runtime's reference to `k`.
+    fn release_kernel(&self, k: KernelH);
 
     /// Sets argument `index` of `k` (pointers reached as `usm` says). A
     /// failure's message is only the back end's reason, for the caller to

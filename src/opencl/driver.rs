@@ -11,7 +11,8 @@ use super::info;
 use super::intel::IntelUsm;
 use super::loader::{api, check, cl_error_name};
 use crate::backend::{
-    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelH, MemH, QueueH, Stamp,
+    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, ProgramH,
+    ProgramInput, QueueH, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -240,6 +241,55 @@ impl Driver for OpenCl {
         };
         check(rc, "clEnqueueMarkerWithWaitList")?;
         Ok(event_h(ev))
+    }
+
+    fn build_program(
+        &self,
+        ctx: ContextH,
+        devices: &[(DeviceH, String)],
+        input: ProgramInput<'_>,
+        options: &str,
+    ) -> Result<ProgramH> {
+        super::program::build(ctx, devices, input, options)
+    }
+
+    fn release_program(&self, p: ProgramH) {
+        if let Ok(api) = api() {
+            // SAFETY: the caller owns one reference to the program.
+            unsafe { (api.clReleaseProgram)(p.0 as cl_program) };
+        }
+    }
+
+    fn program_binaries(&self, p: ProgramH) -> Result<Vec<Vec<u8>>> {
+        super::program::binaries(p)
+    }
+
+    fn build_log(&self, p: ProgramH, d: DeviceH) -> String {
+        super::program::log(p, d)
+    }
+
+    fn kernel_names(&self, p: ProgramH) -> Vec<String> {
+        super::program::kernel_names(p)
+    }
+
+    fn create_kernel(
+        &self,
+        p: ProgramH,
+        name: &str,
+        usm: UsmStrategy,
+    ) -> Result<(KernelH, u32, String)> {
+        super::program::kernel(p, name, usm)
+    }
+
+    fn kernel_facts(&self, k: KernelH, d: DeviceH) -> KernelFacts {
+        super::program::facts(k, d)
+    }
+
+    fn release_kernel(&self, k: KernelH) {
+        if let Ok(api) = api() {
+            // SAFETY: the caller owns one reference to the kernel.
+            unsafe { (api.clReleaseKernel)(k.0 as cl_kernel) };
+        }
     }
 
     fn set_kernel_arg(

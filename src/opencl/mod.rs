@@ -20,3 +20,4 @@ pub mod ffi;
 pub mod info;
 pub mod intel;
 pub mod loader;
+pub mod program;

@@ -1,9 +1,8 @@
 //! The entries of a context's build cache: what a program was made from,
-//! and the built OpenCL program every handle of that key shares.
+//! and the built program every handle of that key shares.
 
 use super::platform::Device;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
+use crate::backend::{Driver, ProgramH};
 
 /// What a program was made from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,23 +21,17 @@ pub struct ProgramKey {
     pub devices: Vec<usize>,
 }
 
-/// A built OpenCL program, shared by every handle made from the same key.
+/// A built program, shared by every handle made from the same key.
 pub struct ProgramInner {
-    pub cl: cl_program,
+    pub handle: ProgramH,
     pub devices: Vec<&'static Device>,
+    /// The back end that built it.
+    pub driver: &'static dyn Driver,
 }
-
-// SAFETY: cl_program is thread-safe for everything but clSetKernelArg on
-// its kernels, which Kernel serialises.
-unsafe impl Send for ProgramInner {}
-// SAFETY: as above.
-unsafe impl Sync for ProgramInner {}
 
 impl Drop for ProgramInner {
     fn drop(&mut self) {
-        if let Ok(api) = api() {
-            // SAFETY: this value owns one reference to the program.
-            unsafe { (api.clReleaseProgram)(self.cl) };
-        }
+        // This value owns one reference to the program.
+        self.driver.release_program(self.handle);
     }
 }

@@ -3,26 +3,15 @@
 use super::build_cache::{ProgramInner, ProgramKey, ProgramKind};
 use super::context::Context;
 use super::platform::Device;
-use crate::core::aspects::UsmStrategy;
+use crate::backend::{KernelH, MemH, ProgramInput};
 use crate::core::error::{Error, Result, Status};
-use crate::opencl::ffi::*;
-use crate::opencl::info;
-use crate::opencl::loader::{api, check};
 use parking_lot::Mutex;
-use std::ffi::CString;
 use std::sync::Arc;
-
-const CL_PROGRAM_KERNEL_NAMES: cl_program_info = 0x1168;
-const CL_KERNEL_FUNCTION_NAME: cl_kernel_info = 0x1190;
 
 /// A program handle: its context and the (possibly shared) build.
 pub struct Program {
     pub ctx: Arc<Context>,
     pub inner: Arc<ProgramInner>,
-}
-
-fn options_cstring(options: &str) -> Result<CString> {
-    CString::new(options).map_err(|_| Error::invalid("build options contain a NUL byte"))
 }
 
 impl Program {
@@ -73,7 +62,6 @@ impl Program {
 
     /// The binary built for `device`.
     pub fn binary(&self, device: &Device) -> Result<Vec<u8>> {
-        let api = api()?;
         let pos = self
             .inner
             .devices
@@ -85,31 +73,8 @@ impl Program {
                     format!("the program was not built for device {}", device.label()),
                 )
             })?;
-        let sizes_raw = info::program_bytes(api, self.inner.cl, CL_PROGRAM_BINARY_SIZES)?;
-        let sizes: Vec<usize> = sizes_raw
-            .chunks_exact(std::mem::size_of::<usize>())
-            .map(|c| {
-                let mut a = [0u8; std::mem::size_of::<usize>()];
-                a.copy_from_slice(c);
-                usize::from_ne_bytes(a)
-            })
-            .collect();
-        let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&s| vec![0u8; s]).collect();
-        let mut ptrs: Vec<*mut u8> = bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
-        check(
-            // SAFETY: one writable buffer of the reported size per device.
-            unsafe {
-                (api.clGetProgramInfo)(
-                    self.inner.cl,
-                    CL_PROGRAM_BINARIES,
-                    ptrs.len() * std::mem::size_of::<*mut u8>(),
-                    ptrs.as_mut_ptr().cast(),
-                    std::ptr::null_mut(),
-                )
-            },
-            "clGetProgramInfo(CL_PROGRAM_BINARIES)",
-        )?;
-        bufs.into_iter().nth(pos).ok_or_else(|| {
+        let bins = self.inner.driver.program_binaries(self.inner.handle)?;
+        bins.into_iter().nth(pos).ok_or_else(|| {
             Error::new(
                 Status::Internal,
                 "program reports fewer binaries than devices",
@@ -124,19 +89,14 @@ impl Program {
                 format!("the program was not built for device {}", device.label()),
             ));
         }
-        Ok(info::build_log(api()?, self.inner.cl, device.id))
+        Ok(self
+            .inner
+            .driver
+            .build_log(self.inner.handle, device.handle()))
     }
 
     pub fn kernel_names(&self) -> Vec<String> {
-        api()
-            .and_then(|a| info::program_string(a, self.inner.cl, CL_PROGRAM_KERNEL_NAMES))
-            .map(|s| {
-                s.split(';')
-                    .filter(|n| !n.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.inner.driver.kernel_names(self.inner.handle)
     }
 }
 
@@ -147,16 +107,8 @@ fn create_and_build(
     options: &str,
     devices: &[&'static Device],
 ) -> Result<ProgramInner> {
-    let api = api()?;
-    let ids: Vec<cl_device_id> = devices.iter().map(|d| d.id).collect();
-    let mut err = CL_SUCCESS;
-    let cl = match kind {
-        ProgramKind::Source => {
-            let ptr = bytes.as_ptr().cast::<i8>();
-            let len = bytes.len();
-            // SAFETY: one string of `len` bytes; OpenCL copies it.
-            unsafe { (api.clCreateProgramWithSource)(ctx.cl, 1, &ptr, &len, &mut err) }
-        }
+    let input = match kind {
+        ProgramKind::Source => ProgramInput::Source(bytes),
         ProgramKind::Il => {
             for d in devices {
                 if !d.il_version.contains("SPIR-V") {
@@ -170,14 +122,7 @@ fn create_and_build(
                     ));
                 }
             }
-            let f = api.clCreateProgramWithIL.ok_or_else(|| {
-                Error::new(
-                    Status::FeatureNotSupported,
-                    "the OpenCL library has no clCreateProgramWithIL (OpenCL 2.1 or later needed)",
-                )
-            })?;
-            // SAFETY: `bytes` is a readable buffer of the given length.
-            unsafe { f(ctx.cl, bytes.as_ptr().cast(), bytes.len(), &mut err) }
+            ProgramInput::Il(bytes)
         }
         ProgramKind::Binary => {
             if devices.len() != 1 {
@@ -186,79 +131,17 @@ fn create_and_build(
                     devices.len()
                 )));
             }
-            let ptr = bytes.as_ptr();
-            let len = bytes.len();
-            let mut bin_status = CL_SUCCESS;
-            // SAFETY: one device, one binary of `len` readable bytes.
-            unsafe {
-                (api.clCreateProgramWithBinary)(
-                    ctx.cl,
-                    1,
-                    ids.as_ptr(),
-                    &len,
-                    &ptr,
-                    &mut bin_status,
-                    &mut err,
-                )
-            }
+            ProgramInput::Binary(bytes)
         }
     };
-    if cl.is_null() || err != CL_SUCCESS {
-        if err == CL_INVALID_BINARY {
-            return Err(Error::invalid(format!(
-                "the binary ({} bytes) is not a valid program binary for device {}",
-                bytes.len(),
-                devices.first().map(|d| d.label()).unwrap_or_default()
-            )));
-        }
-        return Err(Error::opencl(
-            err,
-            match kind {
-                ProgramKind::Source => "clCreateProgramWithSource",
-                ProgramKind::Il => "clCreateProgramWithIL",
-                ProgramKind::Binary => "clCreateProgramWithBinary",
-            },
-        ));
-    }
-    let inner = ProgramInner {
-        cl,
+    let labelled: Vec<_> = devices.iter().map(|d| (d.handle(), d.label())).collect();
+    let driver = ctx.platform.driver;
+    let handle = driver.build_program(ctx.handle(), &labelled, input, options)?;
+    Ok(ProgramInner {
+        handle,
         devices: devices.to_vec(),
-    };
-    let opts = options_cstring(options)?;
-    // SAFETY: live program, its devices, a NUL-terminated option string and
-    // no callback (the build is synchronous).
-    let rc = unsafe {
-        (api.clBuildProgram)(
-            cl,
-            ids.len() as cl_uint,
-            ids.as_ptr(),
-            opts.as_ptr(),
-            None,
-            std::ptr::null_mut(),
-        )
-    };
-    if rc == CL_BUILD_PROGRAM_FAILURE || rc == CL_INVALID_BUILD_OPTIONS || rc == -66 {
-        let logs = devices
-            .iter()
-            .map(|d| {
-                format!(
-                    "--- build log for {} ---\n{}",
-                    d.label(),
-                    info::build_log(api, cl, d.id)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        return Err(Error::new(
-            Status::BuildFailure,
-            format!(
-                "program build failed ({}) with options '{options}'\n{logs}",
-                crate::opencl::loader::cl_error_name(rc)
-            ),
-        ));
-    }
-    check(rc, "clBuildProgram")?;
-    Ok(inner)
+        driver,
+    })
 }
 
 /// Per-device facts about a kernel, read when it is created.
@@ -281,7 +164,8 @@ pub enum BoundArg {
 pub struct Kernel {
     pub ctx: Arc<Context>,
     pub program: Arc<ProgramInner>,
-    pub cl: cl_kernel,
+    /// The back end's kernel.
+    pub handle: KernelH,
     pub name: String,
     /// "kernel 'name'", for events and messages.
     pub what: Arc<str>,
@@ -296,22 +180,14 @@ pub struct Kernel {
     pub lock: Mutex<Vec<usize>>,
 }
 
-// SAFETY: all use of `cl` that mutates it (clSetKernelArg) happens under
-// `lock`; other kernel calls are thread-safe per the specification.
-unsafe impl Send for Kernel {}
-// SAFETY: as above.
-unsafe impl Sync for Kernel {}
-
 impl Drop for Kernel {
     fn drop(&mut self) {
-        if let Ok(api) = api() {
-            // SAFETY: this value owns one reference to the kernel.
-            unsafe { (api.clReleaseKernel)(self.cl) };
-            for m in self.lock.get_mut().drain(..) {
-                if m != 0 {
-                    // SAFETY: one reference taken when the argument was set.
-                    unsafe { (api.clReleaseMemObject)(m as cl_mem) };
-                }
+        let driver = self.program.driver;
+        driver.release_kernel(self.handle);
+        for m in self.lock.get_mut().drain(..) {
+            if m != 0 {
+                // One reference taken when the argument was set.
+                driver.release_mem(MemH(m));
             }
         }
     }
@@ -319,90 +195,35 @@ impl Drop for Kernel {
 
 impl Kernel {
     /// The kernel as the back-end seam names it.
-    pub fn handle(&self) -> crate::backend::KernelH {
-        crate::backend::KernelH(self.cl as usize)
+    pub fn handle(&self) -> KernelH {
+        self.handle
     }
 
     pub fn create(program: &Program, name: &str) -> Result<Kernel> {
-        let api = api()?;
-        let cname =
-            CString::new(name).map_err(|_| Error::invalid("kernel name contains a NUL byte"))?;
-        let mut err = CL_SUCCESS;
-        // SAFETY: built program and a NUL-terminated name.
-        let cl = unsafe { (api.clCreateKernel)(program.inner.cl, cname.as_ptr(), &mut err) };
-        if cl.is_null() || err != CL_SUCCESS {
-            if err == CL_INVALID_KERNEL_NAME {
-                return Err(Error::new(
-                    Status::KernelNotFound,
-                    format!(
-                        "the program has no kernel named '{name}' (its kernels: {})",
-                        program.kernel_names().join(", ")
-                    ),
-                ));
-            }
-            return Err(Error::opencl(err, "clCreateKernel"));
-        }
-        let num_args: cl_uint = match info::kernel_scalar(api, cl, CL_KERNEL_NUM_ARGS) {
-            Ok(n) => n,
-            Err(e) => {
-                // SAFETY: releasing the kernel just created.
-                unsafe { (api.clReleaseKernel)(cl) };
-                return Err(e);
-            }
-        };
-        let real_name = info::kernel_string(api, cl, CL_KERNEL_FUNCTION_NAME)
-            .unwrap_or_else(|_| name.to_string());
-        let mut per_device = Vec::new();
-        for d in &program.inner.devices {
-            let wg: usize = info::kernel_work_group(api, cl, d.id, CL_KERNEL_WORK_GROUP_SIZE)
-                .unwrap_or(d.limits.max_work_group_size);
-            let local: u64 =
-                info::kernel_work_group(api, cl, d.id, CL_KERNEL_LOCAL_MEM_SIZE).unwrap_or(0);
-            let private: u64 =
-                info::kernel_work_group(api, cl, d.id, CL_KERNEL_PRIVATE_MEM_SIZE).unwrap_or(0);
-            let pref: usize = info::kernel_work_group(
-                api,
-                cl,
-                d.id,
-                CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
-            )
-            .unwrap_or(1);
-            per_device.push((
-                *d,
-                KernelDeviceInfo {
-                    work_group_size: wg,
-                    static_local_mem: local,
-                    private_mem: private,
-                    preferred_multiple: pref,
-                },
-            ));
-        }
-        if program.ctx.strategy == UsmStrategy::IntelUsm {
-            if let Some(f) = api.clSetKernelExecInfo {
-                let yes: cl_bool = CL_TRUE;
-                for p in [
-                    CL_KERNEL_EXEC_INFO_INDIRECT_HOST_ACCESS_INTEL,
-                    CL_KERNEL_EXEC_INFO_INDIRECT_DEVICE_ACCESS_INTEL,
-                    CL_KERNEL_EXEC_INFO_INDIRECT_SHARED_ACCESS_INTEL,
-                ] {
-                    // SAFETY: `yes` is a readable cl_bool; failure only means
-                    // indirect access stays off, which is reported nowhere
-                    // because direct pointer arguments still work.
-                    unsafe {
-                        f(
-                            cl,
-                            p,
-                            std::mem::size_of::<cl_bool>(),
-                            (&yes as *const cl_bool).cast(),
-                        )
-                    };
-                }
-            }
-        }
+        let driver = program.inner.driver;
+        let (handle, num_args, real_name) =
+            driver.create_kernel(program.inner.handle, name, program.ctx.strategy)?;
+        let per_device = program
+            .inner
+            .devices
+            .iter()
+            .map(|d| {
+                let f = driver.kernel_facts(handle, d.handle());
+                (
+                    *d,
+                    KernelDeviceInfo {
+                        work_group_size: f.work_group_size.unwrap_or(d.limits.max_work_group_size),
+                        static_local_mem: f.static_local_mem,
+                        private_mem: f.private_mem,
+                        preferred_multiple: f.preferred_multiple.unwrap_or(1),
+                    },
+                )
+            })
+            .collect();
         Ok(Kernel {
             ctx: program.ctx.clone(),
             program: program.inner.clone(),
-            cl,
+            handle,
             what: Arc::from(format!("kernel '{real_name}'")),
             name: real_name,
             num_args,

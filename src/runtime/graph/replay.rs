@@ -222,7 +222,9 @@ impl ExecGraph {
                 .iter()
                 .zip(kernels.iter())
                 .map(|(n, k)| match (&n.action, k) {
-                    (Action::Kernel { range, .. }, Some(k)) => Some((k.cl, range)),
+                    (Action::Kernel { range, .. }, Some(k)) => {
+                        Some((k.handle().0 as cl_kernel, range))
+                    }
                     _ => None,
                 })
                 .collect();
