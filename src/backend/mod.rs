@@ -21,12 +21,24 @@ use crate::core::launch::NdRange;
 use crate::core::registry::AllocKind;
 use std::ffi::c_void;
 
-/// A back end's event: the end of one command, or a user event. The
-/// runtime owns one reference to each handle it keeps and gives it back
-/// with [`Driver::release_event`].
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct EventH(pub usize);
+/// A handle type: a back end's object as a pointer-sized value the
+/// runtime passes on without looking inside (transparent, so that a list
+/// of handles can be a back end's own list).
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub struct $name(pub usize);
+    };
+}
+
+handle!(
+    /// A back end's event: the end of one command, or a user event. The
+    /// runtime owns one reference to each handle it keeps and gives it back
+    /// with [`Driver::release_event`].
+    EventH
+);
 
 impl EventH {
     /// No event (a command recorded into a graph, not run).
@@ -37,37 +49,37 @@ impl EventH {
     }
 }
 
-/// A back end's context: the devices and memory commands share.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ContextH(pub usize);
+handle!(
+    /// A back end's context: the devices and memory commands share.
+    ContextH
+);
 
-/// A device of a back end.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DeviceH(pub usize);
+handle!(
+    /// A device of a back end.
+    DeviceH
+);
 
-/// An in-order queue of a back end: its commands run one after another,
-/// each after the events it was given to wait for.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct QueueH(pub usize);
+handle!(
+    /// An in-order queue of a back end: its commands run one after another,
+    /// each after the events it was given to wait for.
+    QueueH
+);
 
-/// A memory object of a back end (a buffer's allocation on a device
-/// without unified shared memory).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MemH(pub usize);
+handle!(
+    /// A memory object of a back end (a buffer's allocation on a device
+    /// without unified shared memory).
+    MemH
+);
 
-/// A kernel of a back end: its code and the arguments set on it.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KernelH(pub usize);
+handle!(
+    /// A kernel of a back end: its code and the arguments set on it.
+    KernelH
+);
 
-/// A built program of a back end.
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ProgramH(pub usize);
+handle!(
+    /// A built program of a back end.
+    ProgramH
+);
 
 /// What a program is built from.
 #[derive(Clone, Copy, Debug)]
