@@ -19,7 +19,7 @@ pub fn clear() {
     LAST_ERROR.with(|e| *e.borrow_mut() = CString::default());
 }
 
-/// ": <message>" when this thread's last call failed with a message.
+/// `": <message>"` when this thread's last call failed with a message.
 pub fn suffix() -> String {
     LAST_ERROR.with(|e| {
         let m = e.borrow();
