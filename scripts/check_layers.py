@@ -39,6 +39,15 @@ SEAM_ONLY = {
     ("runtime", "launch"),
     ("runtime", "program"),
     ("runtime", "build_cache"),
+    ("runtime", "buffer"),
+    ("runtime", "buffer", "access"),
+    ("runtime", "buffer", "alloc"),
+    ("runtime", "buffer", "copies"),
+    ("runtime", "buffer", "handle"),
+    ("runtime", "buffer", "read"),
+    ("runtime", "buffer", "storage"),
+    ("runtime", "buffer", "transfer"),
+    ("runtime", "buffer", "window"),
 }
 BACK_ENDS = {"opencl"}
 

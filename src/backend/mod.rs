@@ -11,9 +11,9 @@
 //! and the commands on it (copies, fills, migration, advice). A command
 //! reaches the back end as a closure given the queue, its wait list and
 //! where its event goes. Programs (building, binaries, logs), kernels
-//! (making them, what they need on each device, their arguments) and
-//! launches go through it too; buffers' memory and copies still call
-//! OpenCL directly.
+//! (making them, what they need on each device, their arguments),
+//! launches, and buffers' memory objects with their copies and fills go
+//! through it too.
 
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::Result;
@@ -100,6 +100,25 @@ pub struct KernelFacts {
     pub static_local_mem: u64,
     pub private_mem: u64,
     pub preferred_multiple: Option<usize>,
+}
+
+/// One side of a copy: memory object `mem` at byte offset `at`, or
+/// (`mem` none) host memory at address `at`.
+#[derive(Clone, Copy, Debug)]
+pub struct Side {
+    pub mem: Option<MemH>,
+    pub at: usize,
+}
+
+/// One side of a rectangle copy: where (`at` is the host address, or 0
+/// with a memory object), the rectangle's origin there (bytes, rows,
+/// slices) and the row and slice pitches in bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct RectSide {
+    pub side: Side,
+    pub origin: [usize; 3],
+    pub row_pitch: usize,
+    pub slice_pitch: usize,
 }
 
 /// One argument set on a kernel.
@@ -241,6 +260,58 @@ pub trait Driver: Send + Sync {
 
     /// Gives back the runtime's reference to `k`.
     fn release_kernel(&self, k: KernelH);
+
+    /// A new memory object of `size` bytes in `ctx`.
+    fn create_mem(&self, ctx: ContextH, size: usize) -> Result<MemH>;
+
+    /// A memory object over the bytes `offset..offset + size` of `m`.
+    fn create_sub_mem(&self, m: MemH, offset: usize, size: usize) -> Result<MemH>;
+
+    /// A memory object whose storage is the unified shared memory at
+    /// `ptr` (`size` bytes), where the back end makes one.
+    fn create_view(&self, ctx: ContextH, ptr: usize, size: usize) -> Option<MemH>;
+
+    /// Enqueues a copy of `len` bytes from `src` to `dst`; at least one
+    /// side is a memory object. `blocking`: returns once the copy is done.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_copy(
+        &self,
+        q: QueueH,
+        dst: Side,
+        src: Side,
+        len: usize,
+        blocking: bool,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()>;
+
+    /// Enqueues a copy of `region` (bytes, rows, slices) from `src` to
+    /// `dst`; at least one side is a memory object.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_copy_rect(
+        &self,
+        q: QueueH,
+        dst: &RectSide,
+        src: &RectSide,
+        region: [usize; 3],
+        blocking: bool,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()>;
+
+    /// Enqueues a fill of `len` bytes of `m` from byte `offset` with
+    /// `pattern`.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_fill_mem(
+        &self,
+        q: QueueH,
+        m: MemH,
+        offset: usize,
+        pattern: &[u8],
+        len: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()>;
 
     /// Sets argument `index` of `k` (pointers reached as `usm` says). A
     /// failure's message is only the back end's reason, for the caller to

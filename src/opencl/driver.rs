@@ -12,13 +12,15 @@ use super::intel::IntelUsm;
 use super::loader::{api, check, cl_error_name};
 use crate::backend::{
     ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, ProgramH,
-    ProgramInput, QueueH, Stamp,
+    ProgramInput, QueueH, RectSide, Side, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::NdRange;
 use crate::core::registry::AllocKind;
 use std::ffi::c_void;
+
+pub use super::handles::*;
 
 /// The OpenCL back end of one platform: its entry points for Intel's USM
 /// extension, where it has them.
@@ -42,78 +44,6 @@ impl OpenCl {
     fn intel(&self, usm: UsmStrategy) -> Option<&IntelUsm> {
         self.intel.as_ref().filter(|_| usm == UsmStrategy::IntelUsm)
     }
-}
-
-/// A command's event slot as OpenCL takes it: null for none.
-fn out_ptr(ev: Option<&mut EventH>) -> *mut cl_event {
-    match ev {
-        Some(e) => (e as *mut EventH).cast::<cl_event>(),
-        None => std::ptr::null_mut(),
-    }
-}
-
-/// The seam's handles for OpenCL events, without copying.
-pub fn events_h(list: &[cl_event]) -> &[EventH] {
-    // SAFETY: as in `cl_events`, the other way round.
-    unsafe { std::slice::from_raw_parts(list.as_ptr().cast::<EventH>(), list.len()) }
-}
-
-/// The seam's event slot for OpenCL's `ev`: none when null.
-///
-/// # Safety
-/// `ev` is null or valid for writes for as long as the slot is used.
-pub unsafe fn event_slot<'a>(ev: *mut cl_event) -> Option<&'a mut EventH> {
-    // SAFETY: the caller's promise; `EventH` has the layout of `cl_event`.
-    unsafe { ev.cast::<EventH>().as_mut() }
-}
-
-/// The seam's handle for OpenCL queue `q`.
-pub fn queue_h(q: cl_command_queue) -> QueueH {
-    QueueH(q as usize)
-}
-
-/// The seam's handle for OpenCL event `e`.
-pub fn event_h(e: cl_event) -> EventH {
-    EventH(e as usize)
-}
-
-/// OpenCL's event for seam handle `e`.
-pub fn cl_event_of(e: EventH) -> cl_event {
-    e.0 as cl_event
-}
-
-/// A list of seam handles as OpenCL's wait list, without copying.
-pub fn cl_events(list: &[EventH]) -> &[cl_event] {
-    // SAFETY: `EventH` is a transparent `usize`, which has the size and
-    // alignment of a pointer such as `cl_event`; OpenCL's handles are
-    // those same values.
-    unsafe { std::slice::from_raw_parts(list.as_ptr().cast::<cl_event>(), list.len()) }
-}
-
-/// OpenCL's queue for seam handle `q`.
-pub fn cl_queue_of(q: QueueH) -> cl_command_queue {
-    q.0 as cl_command_queue
-}
-
-/// The seam's handle for OpenCL device `d`.
-pub fn device_h(d: cl_device_id) -> DeviceH {
-    DeviceH(d as usize)
-}
-
-/// A command's queue, its wait list and where its event goes (nowhere
-/// for a command without one), as the seam gives them to the closure that
-/// enqueues it, in OpenCL's terms.
-pub fn cl_args<'a>(
-    q: QueueH,
-    waits: &'a [EventH],
-    ev: Option<&mut EventH>,
-) -> (cl_command_queue, &'a [cl_event], *mut cl_event) {
-    (cl_queue_of(q), cl_events(waits), out_ptr(ev))
-}
-
-/// The seam's handle for OpenCL context `c`.
-pub fn context_h(c: cl_context) -> ContextH {
-    ContextH(c as usize)
 }
 
 impl Driver for OpenCl {
@@ -290,6 +220,57 @@ impl Driver for OpenCl {
             // SAFETY: the caller owns one reference to the kernel.
             unsafe { (api.clReleaseKernel)(k.0 as cl_kernel) };
         }
+    }
+
+    fn create_mem(&self, ctx: ContextH, size: usize) -> Result<MemH> {
+        super::mem::create(ctx, size)
+    }
+
+    fn create_sub_mem(&self, m: MemH, offset: usize, size: usize) -> Result<MemH> {
+        super::mem::sub(m, offset, size)
+    }
+
+    fn create_view(&self, ctx: ContextH, ptr: usize, size: usize) -> Option<MemH> {
+        super::mem::view(ctx, ptr, size)
+    }
+
+    fn enqueue_copy(
+        &self,
+        q: QueueH,
+        dst: Side,
+        src: Side,
+        len: usize,
+        blocking: bool,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        super::mem::copy(q, dst, src, len, blocking, waits, ev)
+    }
+
+    fn enqueue_copy_rect(
+        &self,
+        q: QueueH,
+        dst: &RectSide,
+        src: &RectSide,
+        region: [usize; 3],
+        blocking: bool,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        super::mem::copy_rect(q, dst, src, region, blocking, waits, ev)
+    }
+
+    fn enqueue_fill_mem(
+        &self,
+        q: QueueH,
+        m: MemH,
+        offset: usize,
+        pattern: &[u8],
+        len: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        super::mem::fill(q, m, offset, pattern, len, waits, ev)
     }
 
     fn set_kernel_arg(
@@ -662,14 +643,5 @@ impl Driver for OpenCl {
             return Ok(false);
         }
         check(rc, "clEnqueueMemAdviseINTEL (USM mem_advise)").map(|()| true)
-    }
-}
-
-/// Pointer to a wait list's first element, or null when it is empty.
-pub fn ptr_or_null(v: &[cl_event]) -> *const cl_event {
-    if v.is_empty() {
-        std::ptr::null()
-    } else {
-        v.as_ptr()
     }
 }

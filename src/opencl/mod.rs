@@ -17,7 +17,9 @@ macro_rules! resolve_ext {
 pub mod cmdbuf;
 pub mod driver;
 pub mod ffi;
+pub mod handles;
 pub mod info;
 pub mod intel;
 pub mod loader;
+pub mod mem;
 pub mod program;

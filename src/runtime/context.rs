@@ -8,7 +8,7 @@ use crate::core::error::{Error, Result, Status};
 use crate::core::pool::AllocCache;
 use crate::core::registry::{AllocRecord, Registry};
 use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, Api};
+use crate::opencl::loader::api;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -209,10 +209,8 @@ impl Context {
     pub(crate) fn keep_device_alloc(&self, c: CachedAlloc) {
         let (dev, size) = (c.record.device.unwrap_or(usize::MAX), c.record.size);
         let out = self.dev_cache.lock().put(dev, size, c);
-        if let Ok(api) = api() {
-            for c in out {
-                self.free_cached(api, c);
-            }
+        for c in out {
+            self.free_cached(c);
         }
     }
 
@@ -226,9 +224,7 @@ impl Context {
         let dev = self.devices.iter().position(|d| std::ptr::eq(*d, device))?;
         let c = self.dev_cache.lock().take(dev, size)?;
         if self.registry.lock().insert(c.ptr, c.record).is_err() {
-            if let Ok(api) = api() {
-                self.free_cached(api, c);
-            }
+            self.free_cached(c);
             return None;
         }
         Some((c.ptr, c.view))
@@ -237,10 +233,8 @@ impl Context {
     /// Frees every kept allocation (when memory runs short).
     pub(crate) fn drop_device_cache(&self) {
         let all = self.dev_cache.lock().drain();
-        if let Ok(api) = api() {
-            for c in all {
-                self.free_cached(api, c);
-            }
+        for c in all {
+            self.free_cached(c);
         }
     }
 
@@ -266,11 +260,11 @@ impl Context {
         }
     }
 
-    fn free_cached(&self, api: &Api, c: CachedAlloc) {
+    fn free_cached(&self, c: CachedAlloc) {
         if let Some(m) = c.view {
-            // SAFETY: the view was made over this allocation and is released
-            // once, before the memory under it.
-            unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+            // The view was made over this allocation and is released once,
+            // before the memory under it.
+            self.platform.driver.release_mem(crate::backend::MemH(m));
         }
         self.free_raw(c.record.raw);
     }
@@ -328,7 +322,7 @@ impl Drop for Context {
         self.stagers.get_mut().clear();
         self.drop_pinned();
         for c in self.dev_cache.get_mut().drain() {
-            self.free_cached(api, c);
+            self.free_cached(c);
         }
         for raw in self.usm_pool.get_mut().drain() {
             self.free_raw(raw);

@@ -3,12 +3,11 @@
 //! no USM) and its host storage.
 
 use super::storage::{DevAlloc, HostMem, State, Storage, RELEASED_ALIVE};
+use crate::backend::{MemH, RectSide, Side};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3, Geometry, PageBits};
 use crate::core::registry::AllocKind;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
 use crate::runtime::context::Context;
 use crate::runtime::platform::Device;
 use crate::runtime::queue::Queue;
@@ -51,25 +50,11 @@ pub(crate) fn ensure_dev(
     }
     let (p, mem) = if ctx.strategy == UsmStrategy::None {
         // No USM: a plain memory object is the allocation.
-        let api = api()?;
-        let mut err = CL_SUCCESS;
-        // SAFETY: live context; no host pointer.
-        let m = unsafe {
-            (api.clCreateBuffer)(
-                ctx.cl,
-                CL_MEM_READ_WRITE,
-                s.geom.bytes(),
-                std::ptr::null_mut(),
-                &mut err,
-            )
-        };
-        if m.is_null() || err != CL_SUCCESS {
-            return Err(Error::opencl(
-                err,
-                &format!("clCreateBuffer of {} bytes", s.geom.bytes()),
-            ));
-        }
-        (std::ptr::null_mut(), Some(m as usize))
+        let m = ctx
+            .platform
+            .driver
+            .create_mem(ctx.handle(), s.geom.bytes())?;
+        (std::ptr::null_mut(), Some(m.0))
     } else if let Some((p, mem)) = reuse(ctx, device, s.geom.bytes()) {
         (p as *mut c_void, mem)
     } else {
@@ -128,43 +113,23 @@ pub(crate) fn sub_buffer(s: &Storage, d: &mut DevAlloc, off: usize) -> Result<us
             ),
         ));
     }
-    let api = api()?;
-    let region = [off, s.geom.bytes() - off];
-    let mut err = CL_SUCCESS;
-    // SAFETY: `base` is a live buffer; the region lies inside it and its
-    // origin is aligned as the device requires.
-    let m = unsafe {
-        (api.clCreateSubBuffer)(
-            base as cl_mem,
-            CL_MEM_READ_WRITE,
-            0x1220,
-            region.as_ptr().cast(),
-            &mut err,
-        )
-    };
-    if m.is_null() || err != CL_SUCCESS {
-        return Err(Error::opencl(err, "clCreateSubBuffer"));
-    }
-    d.subs.push((off, m as usize));
-    Ok(m as usize)
+    // The region lies inside `base` and its origin is aligned as the
+    // device requires.
+    let m = d
+        .ctx
+        .platform
+        .driver
+        .create_sub_mem(MemH(base), off, s.geom.bytes() - off)?;
+    d.subs.push((off, m.0));
+    Ok(m.0)
 }
 
-/// A `cl_mem` using the USM memory at `p` as its storage.
+/// A memory object using the USM memory at `p` as its storage.
 pub(crate) fn make_view(ctx: &Context, p: *mut c_void, bytes: usize) -> Option<usize> {
-    let api = api().ok()?;
-    let mut err = CL_SUCCESS;
-    // SAFETY: `p` is a live allocation of `bytes` bytes in this context;
-    // with CL_MEM_USE_HOST_PTR the buffer uses that memory as its storage.
-    let m = unsafe {
-        (api.clCreateBuffer)(
-            ctx.cl,
-            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
-            bytes,
-            p,
-            &mut err,
-        )
-    };
-    (err == CL_SUCCESS && !m.is_null()).then_some(m as usize)
+    ctx.platform
+        .driver
+        .create_view(ctx.handle(), p as usize, bytes)
+        .map(|m| m.0)
 }
 
 /// Whether `cl_mem` views over USM device memory of `device` see the same
@@ -182,7 +147,6 @@ pub fn views_work(ctx: &Arc<Context>, device: &'static Device) -> bool {
 }
 
 pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result<bool> {
-    let api = api()?;
     const BYTES: usize = 256;
     let p = ctx.usm_alloc(AllocKind::Device, Some(device), BYTES, 0)?;
     let result = (|| -> Result<bool> {
@@ -196,55 +160,55 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
         // SAFETY: `p` holds BYTES bytes; `pattern` outlives the wait below.
         let ev = unsafe { q.copy_raw(p, pattern.as_ptr().cast(), BYTES, &[], "view check", None) }?;
         ev.wait()?;
-        // SAFETY: blocking read of BYTES bytes into `back`.
-        let rc = unsafe {
-            (api.clEnqueueReadBuffer)(
-                crate::opencl::driver::cl_queue_of(q.sync_queue()),
-                m as cl_mem,
-                CL_TRUE,
-                0,
-                BYTES,
-                back.as_mut_ptr().cast(),
-                0,
-                std::ptr::null(),
-                std::ptr::null_mut(),
-            )
+        let driver = ctx.platform.driver;
+        let view = Side {
+            mem: Some(MemH(m)),
+            at: 0,
         };
-        let mut ok = rc == CL_SUCCESS && back == pattern;
+        let host = |p: *const u8| Side {
+            mem: None,
+            at: p as usize,
+        };
+        // A blocking read of BYTES bytes into `back`.
+        let read = driver.enqueue_copy(
+            q.sync_queue(),
+            host(back.as_ptr()),
+            view,
+            BYTES,
+            true,
+            &[],
+            None,
+        );
+        let mut ok = read.is_ok() && back == pattern;
         if ok {
             // Written through the view, read through the pointer.
             let rev: Vec<u8> = pattern.iter().rev().copied().collect();
-            let origin = [0usize; 3];
-            let region = [BYTES, 1, 1];
-            // SAFETY: blocking rectangular write of BYTES bytes from `rev`.
-            let rc = unsafe {
-                (api.clEnqueueWriteBufferRect)(
-                    crate::opencl::driver::cl_queue_of(q.sync_queue()),
-                    m as cl_mem,
-                    CL_TRUE,
-                    origin.as_ptr(),
-                    origin.as_ptr(),
-                    region.as_ptr(),
-                    BYTES,
-                    BYTES,
-                    BYTES,
-                    BYTES,
-                    rev.as_ptr().cast(),
-                    0,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                )
+            let side = |s: Side| RectSide {
+                side: s,
+                origin: [0; 3],
+                row_pitch: BYTES,
+                slice_pitch: BYTES,
             };
+            // A blocking rectangular write of BYTES bytes from `rev`.
+            let wrote = driver.enqueue_copy_rect(
+                q.sync_queue(),
+                &side(view),
+                &side(host(rev.as_ptr())),
+                [BYTES, 1, 1],
+                true,
+                &[],
+                None,
+            );
             back.fill(0);
             // SAFETY: `back` holds BYTES bytes and outlives the wait.
             let ev =
                 unsafe { q.copy_raw(back.as_mut_ptr().cast(), p, BYTES, &[], "view check", None) }?;
             ev.wait()?;
-            ok = rc == CL_SUCCESS && back == rev;
+            ok = wrote.is_ok() && back == rev;
         }
         drop(q);
-        // SAFETY: releasing the view made above.
-        unsafe { (api.clReleaseMemObject)(m as cl_mem) };
+        // The view made above, released once.
+        driver.release_mem(MemH(m));
         Ok(ok)
     })();
     let _ = ctx.usm_free(p);

@@ -4,10 +4,9 @@
 use super::access::{held_storages, AccessReq, Prepared};
 use super::storage::Deps;
 use super::transfer::RectSide;
+use crate::backend::MemH;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::Geometry;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
 use crate::runtime::event::Event;
 use crate::runtime::queue::{LanePositions, Queue, Submitted};
 use smallvec::SmallVec;
@@ -313,7 +312,6 @@ impl Queue {
                 .map(|(z, y)| (side.row(ext, elem, z, y), row_bytes))
                 .collect()
         };
-        let api = api()?;
         let mut evs: Deps = SmallVec::new();
         for (off, len) in rows {
             let ev = if side.has_ptr() {
@@ -323,28 +321,14 @@ impl Queue {
                 let m = side
                     .mem()
                     .ok_or_else(|| Error::new(Status::Internal, "allocation without memory"))?;
+                // The run lies inside the memory object.
                 self.submit(
                     &waits,
                     format!("buffer fill of {len} bytes"),
                     None,
                     |q, wl, ev| {
-                        let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-                        // SAFETY: the run lies inside the memory object; OpenCL
-                        // copies the pattern before returning.
-                        let rc = unsafe {
-                            (api.clEnqueueFillBuffer)(
-                                q,
-                                m as cl_mem,
-                                pattern.as_ptr().cast(),
-                                pattern.len(),
-                                off,
-                                len,
-                                wl.len() as cl_uint,
-                                crate::opencl::driver::ptr_or_null(wl),
-                                ev,
-                            )
-                        };
-                        check(rc, "clEnqueueFillBuffer")
+                        self.driver
+                            .enqueue_fill_mem(q, MemH(m), off, pattern, len, wl, Some(ev))
                     },
                 )?
                 .with_bytes(len)

@@ -3,12 +3,11 @@
 //! current, the tracker of the commands using it, and the owner and views
 //! the user's handles stand for.
 
+use crate::backend::MemH;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{Geometry, PageBits};
 use crate::core::pool::AllocCache;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
 use crate::runtime::context::{CachedAlloc, Context};
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
@@ -379,32 +378,29 @@ impl Storage {
                 std::mem::replace(&mut st.host, HostMem::None),
             )
         };
-        if let Ok(api) = api() {
-            for mut d in devs {
-                // The transfer queue goes first: its commands used the memory.
-                drop(d.queue.take());
-                for (_, m) in d.subs {
-                    // SAFETY: sub-buffers made by clCreateSubBuffer, each
-                    // released once, before their parent.
-                    unsafe { (api.clReleaseMemObject)(m as cl_mem) };
-                }
-                let rec = d.ctx.registry.lock().remove(d.ptr);
-                match rec {
-                    // A later buffer of this size on this device reuses it.
-                    Ok(record) if d.ptr != 0 => d.ctx.keep_device_alloc(CachedAlloc {
-                        ptr: d.ptr,
-                        record,
-                        view: d.mem,
-                    }),
-                    _ => {
-                        if let Some(m) = d.mem {
-                            // SAFETY: a memory object made by clCreateBuffer,
-                            // released once, before any memory under it.
-                            unsafe { (api.clReleaseMemObject)(m as cl_mem) };
-                        }
-                        if let Ok(rec) = rec {
-                            d.ctx.free_raw(rec.raw);
-                        }
+        for mut d in devs {
+            // The transfer queue goes first: its commands used the memory.
+            drop(d.queue.take());
+            let driver = d.ctx.platform.driver;
+            for (_, m) in d.subs {
+                // Sub-buffers, each released once, before their parent.
+                driver.release_mem(MemH(m));
+            }
+            let rec = d.ctx.registry.lock().remove(d.ptr);
+            match rec {
+                // A later buffer of this size on this device reuses it.
+                Ok(record) if d.ptr != 0 => d.ctx.keep_device_alloc(CachedAlloc {
+                    ptr: d.ptr,
+                    record,
+                    view: d.mem,
+                }),
+                _ => {
+                    if let Some(m) = d.mem {
+                        // Released once, before any memory under it.
+                        driver.release_mem(MemH(m));
+                    }
+                    if let Ok(rec) = rec {
+                        d.ctx.free_raw(rec.raw);
                     }
                 }
             }

@@ -4,11 +4,10 @@
 
 use super::alloc::ensure_host;
 use super::storage::{State, Storage, Token};
+use crate::backend::{self, MemH, Side};
 use crate::core::deps::Access;
 use crate::core::error::Result;
 use crate::core::pages::{self, Box3, PageBits};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
 use crate::runtime::context::Context;
 use crate::runtime::event::Event;
 use crate::runtime::queue::Queue;
@@ -365,65 +364,18 @@ impl Queue {
         len: usize,
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
-        let api = api()?;
+        let side = |(mem, base): (Option<usize>, usize), off: usize| Side {
+            mem: mem.map(MemH),
+            at: if mem.is_some() { off } else { base + off },
+        };
+        let (d, s) = (side(dst, d0), side(src, s0));
         self.submit(
             deps,
             format!("buffer copy of {len} bytes"),
             None,
-            |q, wl, ev| {
-                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-                let wptr = crate::opencl::driver::ptr_or_null(wl);
-                let n = wl.len() as cl_uint;
-                // SAFETY: memory objects and host memory cover the copied bytes;
-                // the wait list is of this context; the host memory outlives
-                // the copy.
-                let rc = unsafe {
-                    match (dst.0, src.0) {
-                        (Some(d), Some(sm)) => (api.clEnqueueCopyBuffer)(
-                            q,
-                            sm as cl_mem,
-                            d as cl_mem,
-                            s0,
-                            d0,
-                            len,
-                            n,
-                            wptr,
-                            ev,
-                        ),
-                        (Some(d), None) => (api.clEnqueueWriteBuffer)(
-                            q,
-                            d as cl_mem,
-                            CL_FALSE,
-                            d0,
-                            len,
-                            (src.1 + s0) as *const c_void,
-                            n,
-                            wptr,
-                            ev,
-                        ),
-                        (None, Some(sm)) => (api.clEnqueueReadBuffer)(
-                            q,
-                            sm as cl_mem,
-                            CL_FALSE,
-                            s0,
-                            len,
-                            (dst.1 + d0) as *mut c_void,
-                            n,
-                            wptr,
-                            ev,
-                        ),
-                        (None, None) => CL_INVALID_OPERATION,
-                    }
-                };
-                check(
-                    rc,
-                    match (dst.0, src.0) {
-                        (Some(_), Some(_)) => "clEnqueueCopyBuffer (buffer copy)",
-                        (Some(_), None) => "clEnqueueWriteBuffer (buffer copy)",
-                        _ => "clEnqueueReadBuffer (buffer copy)",
-                    },
-                )
-            },
+            // The memory objects and host memory cover the copied bytes;
+            // the host memory outlives the copy.
+            |q, wl, ev| self.driver.enqueue_copy(q, d, s, len, false, wl, Some(ev)),
         )
         .map(|e| e.with_bytes(len))
     }
@@ -468,78 +420,23 @@ impl Queue {
         region: [usize; 3],
         deps: &[Arc<Event>],
     ) -> Result<Arc<Event>> {
-        let api = api()?;
         let what = format!("buffer copy of {region:?} bytes x rows x slices");
+        let seam = |r: &RectSide| backend::RectSide {
+            side: Side {
+                mem: r.side.0.map(MemH),
+                at: if r.side.0.is_some() { 0 } else { r.side.1 },
+            },
+            origin: r.origin,
+            row_pitch: r.pitches.0,
+            slice_pitch: r.pitches.1,
+        };
+        let (d, s) = (seam(&dst), seam(&src));
+        // The memory objects and host storage cover the windows the
+        // origins, region and pitches describe; the host storage outlives
+        // the copy.
         self.submit(deps, what, None, |q, wl, ev| {
-            let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-            let wptr = crate::opencl::driver::ptr_or_null(wl);
-            let n = wl.len() as cl_uint;
-            let r = region.as_ptr();
-            let (dor, sor) = (dst.origin.as_ptr(), src.origin.as_ptr());
-            let ((dr, ds), (sr, ss)) = (dst.pitches, src.pitches);
-            // SAFETY: memory objects and host storage cover the windows the
-            // origins, region and pitches describe; the wait list is of this
-            // context; the host storage outlives the copy.
-            let rc = unsafe {
-                match (dst.side.0, src.side.0) {
-                    (Some(d), Some(sm)) => (api.clEnqueueCopyBufferRect)(
-                        q,
-                        sm as cl_mem,
-                        d as cl_mem,
-                        sor,
-                        dor,
-                        r,
-                        sr,
-                        ss,
-                        dr,
-                        ds,
-                        n,
-                        wptr,
-                        ev,
-                    ),
-                    (Some(d), None) => (api.clEnqueueWriteBufferRect)(
-                        q,
-                        d as cl_mem,
-                        CL_FALSE,
-                        dor,
-                        sor,
-                        r,
-                        dr,
-                        ds,
-                        sr,
-                        ss,
-                        src.side.1 as *const c_void,
-                        n,
-                        wptr,
-                        ev,
-                    ),
-                    (None, Some(sm)) => (api.clEnqueueReadBufferRect)(
-                        q,
-                        sm as cl_mem,
-                        CL_FALSE,
-                        sor,
-                        dor,
-                        r,
-                        sr,
-                        ss,
-                        dr,
-                        ds,
-                        dst.side.1 as *mut c_void,
-                        n,
-                        wptr,
-                        ev,
-                    ),
-                    (None, None) => CL_INVALID_OPERATION,
-                }
-            };
-            check(
-                rc,
-                match (dst.side.0, src.side.0) {
-                    (Some(_), Some(_)) => "clEnqueueCopyBufferRect (rectangular buffer copy)",
-                    (Some(_), None) => "clEnqueueWriteBufferRect (rectangular buffer copy)",
-                    _ => "clEnqueueReadBufferRect (rectangular buffer copy)",
-                },
-            )
+            self.driver
+                .enqueue_copy_rect(q, &d, &s, region, false, wl, Some(ev))
         })
         .map(|e| e.with_bytes(region.iter().product()))
     }

@@ -7,22 +7,19 @@
 use super::access::Prepared;
 use super::storage::{Deps, Token};
 use super::transfer::record;
+use crate::backend::{self, Driver, MemH, Side};
 use crate::core::error::{Error, Result, Status};
 use crate::core::window::Window;
-use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
 use crate::runtime::queue::{LanePos, Queue, Submitted};
 
-/// Scratch memory for one window, released when dropped (OpenCL keeps it
-/// until the commands using it are done).
-struct Scratch(cl_mem);
+/// Scratch memory for one window, released when dropped (the back end
+/// keeps it until the commands using it are done).
+struct Scratch(MemH, &'static dyn Driver);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        if let Ok(api) = api() {
-            // SAFETY: a memory object made by clCreateBuffer, released once.
-            unsafe { (api.clReleaseMemObject)(self.0) };
-        }
+        // A memory object made for this window, released once.
+        self.1.release_mem(self.0);
     }
 }
 
@@ -31,7 +28,7 @@ impl Drop for Scratch {
 pub struct Staged {
     index: usize,
     scratch: Scratch,
-    base: cl_mem,
+    base: MemH,
     window: Window,
 }
 
@@ -49,7 +46,7 @@ impl StagedWindows {
         self.0
             .iter()
             .find(|s| s.index == index)
-            .map(|s| s.scratch.0 as usize)
+            .map(|s| s.scratch.0 .0)
     }
 }
 
@@ -68,7 +65,7 @@ impl Queue {
         if prepared.iter().all(|p| p.window.is_none()) {
             return Ok(out);
         }
-        let api = api()?;
+        let driver = self.driver;
         let mut waits: Deps = deps.iter().cloned().collect();
         for p in on_lanes {
             waits.extend(p.event()?);
@@ -79,52 +76,35 @@ impl Queue {
             };
             let base = {
                 let st = p.storage.state.lock();
-                st.devs[p.alloc - 1].mem.ok_or_else(|| {
+                MemH(st.devs[p.alloc - 1].mem.ok_or_else(|| {
                     Error::new(Status::Internal, "allocation without memory object")
-                })? as cl_mem
+                })?)
             };
-            let mut err = CL_SUCCESS;
-            let bytes = window.scratch_bytes();
-            // SAFETY: a live context; no host pointer.
-            let m = unsafe {
-                (api.clCreateBuffer)(
-                    self.ctx.cl,
-                    CL_MEM_READ_WRITE,
-                    bytes,
-                    std::ptr::null_mut(),
-                    &mut err,
-                )
-            };
-            if m.is_null() || err != CL_SUCCESS {
-                return Err(Error::opencl(
-                    err,
-                    &format!("clCreateBuffer of {bytes} bytes (scratch for an accessor window)"),
-                ));
-            }
-            let scratch = Scratch(m);
+            let m = driver
+                .create_mem(self.ctx.handle(), window.scratch_bytes())
+                .map_err(|mut e| {
+                    e.message.push_str(" (scratch for an accessor window)");
+                    e
+                })?;
+            let scratch = Scratch(m, driver);
             if p.needs_data {
                 let what = format!(
                     "copy of an accessor window of {} bytes into scratch memory",
                     window.span
                 );
+                // Both memory objects hold the span.
+                let (to, from) = (
+                    Side {
+                        mem: Some(m),
+                        at: 0,
+                    },
+                    Side {
+                        mem: Some(base),
+                        at: window.offset,
+                    },
+                );
                 let ev = self.submit(&waits, what, None, |q, wl, ev| {
-                    let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-                    // SAFETY: both memory objects hold the span; the wait
-                    // list holds events of this context.
-                    let rc = unsafe {
-                        (api.clEnqueueCopyBuffer)(
-                            q,
-                            base,
-                            scratch.0,
-                            window.offset,
-                            0,
-                            window.span,
-                            wl.len() as cl_uint,
-                            crate::opencl::driver::ptr_or_null(wl),
-                            ev,
-                        )
-                    };
-                    check(rc, "clEnqueueCopyBuffer (accessor window into scratch)")
+                    driver.enqueue_copy(q, to, from, window.span, false, wl, Some(ev))
                 })?;
                 deps.push(ev);
             }
@@ -156,7 +136,6 @@ impl Queue {
                 .event()?
                 .ok_or_else(|| Error::new(Status::Internal, "a staged kernel's queue went away"))?,
         };
-        let api = api()?;
         for s in staged.0 {
             let p = &prepared[s.index];
             if !p.write {
@@ -167,49 +146,44 @@ impl Queue {
                 "copy of an accessor window of {} bytes back from scratch memory",
                 w.span
             );
+            // The scratch memory holds the window's slices whole from its
+            // first element, with the buffer's row pitch, and the
+            // rectangle lies inside both.
+            let (scratch, base) = (s.scratch.0, s.base);
             let ev = self.submit(std::slice::from_ref(&kernel), what, None, |q, wl, ev| {
-                let (q, wl, ev) = crate::opencl::driver::cl_args(q, wl, Some(ev));
-                let (n, list) = (wl.len() as cl_uint, crate::opencl::driver::ptr_or_null(wl));
-                // SAFETY: the scratch memory holds the window's slices
-                // whole from its first element, with the buffer's row
-                // pitch, and the rectangle lies inside both; the wait list
-                // holds events of this context.
-                let rc = unsafe {
-                    if w.contiguous() {
-                        (api.clEnqueueCopyBuffer)(
-                            q,
-                            s.scratch.0,
-                            s.base,
-                            0,
-                            w.offset,
-                            w.span,
-                            n,
-                            list,
-                            ev,
-                        )
-                    } else {
-                        let zero = [0usize; 3];
-                        (api.clEnqueueCopyBufferRect)(
-                            q,
-                            s.scratch.0,
-                            s.base,
-                            zero.as_ptr(),
-                            w.origin.as_ptr(),
-                            w.region.as_ptr(),
-                            w.row_pitch,
-                            w.scratch_slice_pitch(),
-                            w.row_pitch,
-                            w.slice_pitch,
-                            n,
-                            list,
-                            ev,
-                        )
-                    }
+                if w.contiguous() {
+                    let to = Side {
+                        mem: Some(base),
+                        at: w.offset,
+                    };
+                    let from = Side {
+                        mem: Some(scratch),
+                        at: 0,
+                    };
+                    return self
+                        .driver
+                        .enqueue_copy(q, to, from, w.span, false, wl, Some(ev));
+                }
+                let to = backend::RectSide {
+                    side: Side {
+                        mem: Some(base),
+                        at: 0,
+                    },
+                    origin: w.origin,
+                    row_pitch: w.row_pitch,
+                    slice_pitch: w.slice_pitch,
                 };
-                check(
-                    rc,
-                    "clEnqueueCopyBufferRect (accessor window back from scratch)",
-                )
+                let from = backend::RectSide {
+                    side: Side {
+                        mem: Some(scratch),
+                        at: 0,
+                    },
+                    origin: [0; 3],
+                    row_pitch: w.row_pitch,
+                    slice_pitch: w.scratch_slice_pitch(),
+                };
+                self.driver
+                    .enqueue_copy_rect(q, &to, &from, w.region, false, wl, Some(ev))
             })?;
             let lane = ev.lane.load(std::sync::atomic::Ordering::Acquire);
             let mut st = p.storage.state.lock();
