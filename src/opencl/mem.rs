@@ -7,8 +7,8 @@
 
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::handles::{cl_events, cl_queue_of, out_ptr, ptr_or_null};
 use super::ffi::*;
+use super::handles::{cl_events, cl_queue_of, out_ptr, ptr_or_null};
 use super::loader::{api, check};
 use crate::backend::{ContextH, EventH, MemH, QueueH, RectSide, Side};
 use crate::core::error::{Error, Result};
