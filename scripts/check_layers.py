@@ -48,6 +48,12 @@ SEAM_ONLY = {
     ("runtime", "buffer", "storage"),
     ("runtime", "buffer", "transfer"),
     ("runtime", "buffer", "window"),
+    ("runtime", "graph"),
+    ("runtime", "graph", "direct"),
+    ("runtime", "graph", "exec"),
+    ("runtime", "graph", "managed"),
+    ("runtime", "graph", "onlane"),
+    ("runtime", "graph", "record"),
 }
 BACK_ENDS = {"opencl"}
 

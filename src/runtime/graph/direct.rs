@@ -4,10 +4,9 @@
 //! neither staging nor checks at each submission.
 
 use super::{Action, Graph};
+use crate::backend::{EventH, QueueH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
-use crate::opencl::driver::{event_slot, events_h, queue_h};
-use crate::opencl::ffi::*;
 use crate::runtime::launch::enqueue_ndrange;
 use crate::runtime::queue::Queue;
 use crate::runtime::usm::FILL_SEED_CAP;
@@ -49,28 +48,20 @@ pub(crate) fn enqueue(
     graph: &Graph,
     q: &Queue,
     i: usize,
-    lane: cl_command_queue,
-    wl: &[cl_event],
-    ev: *mut cl_event,
+    lane: QueueH,
+    wl: &[EventH],
+    ev: Option<&mut EventH>,
     kernel: Option<(&crate::runtime::program::Kernel, bool)>,
 ) -> Result<()> {
     let p = |a: usize| a as *mut c_void;
     let node = &graph.nodes[i];
     let done = match (&node.action, kernel) {
         (Action::Kernel { range, .. }, Some((k, local))) => {
-            // SAFETY: `ev` is null or the caller's live slot for the event.
-            let slot = unsafe { event_slot(ev) };
-            enqueue_ndrange(queue_h(lane), k, range, local, events_h(wl), slot)
+            enqueue_ndrange(lane, k, range, local, wl, ev)
         }
-        (Action::Memcpy { dst, src, size }, _) => {
-            // SAFETY: `ev` is null or the caller's live slot for the event.
-            let slot = unsafe { event_slot(ev) };
-            q.copy_cmd(queue_h(lane), p(*dst), p(*src), *size, events_h(wl), slot)
-        }
+        (Action::Memcpy { dst, src, size }, _) => q.copy_cmd(lane, p(*dst), p(*src), *size, wl, ev),
         (Action::Fill { ptr, pattern, size }, _) => {
-            // SAFETY: as above.
-            let slot = unsafe { event_slot(ev) };
-            q.fill_cmd(queue_h(lane), p(*ptr), pattern, *size, events_h(wl), slot)
+            q.fill_cmd(lane, p(*ptr), pattern, *size, wl, ev)
         }
         _ => Err(Error::new(
             Status::Internal,

@@ -7,8 +7,6 @@ use super::managed::{accessor_pointers, plan_buffers, Managed};
 use super::{Action, Graph, NodeArg};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{plan, BackendChooser, NodeKind, Plan, PlanNode};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
 use crate::runtime::event::Event;
 use crate::runtime::launch::{set_args, Arg};
 use crate::runtime::program::{Kernel, Program};
@@ -67,7 +65,7 @@ pub struct ExecGraph {
     pub kinds: Vec<NodeKind>,
     /// The graph's own in-order OpenCL queues (at least one: the end marker
     /// goes on the first).
-    pub(crate) lanes: Vec<cl_command_queue>,
+    pub(crate) lanes: Vec<crate::backend::QueueH>,
     /// A private kernel per direct node, its arguments set; nodes of the
     /// same kernel with the same arguments share one (drivers may enqueue
     /// one kernel object faster than many), until an update parts them.
@@ -111,20 +109,18 @@ unsafe impl Sync for ExecGraph {}
 
 impl Drop for ExecGraph {
     fn drop(&mut self) {
-        let Ok(api) = api() else { return };
         self.pool.get_mut().release();
         self.kernels.get_mut().clear();
         let ctx = &self.graph.ctx;
+        let driver = ctx.platform.driver;
+        // Queues this graph made and owns; every submission kept the graph
+        // alive until its end, so nothing runs there.
         for &q in &self.lanes {
-            // SAFETY: a queue this graph created and owns; every submission
-            // kept the graph alive until its end, so nothing runs there.
-            unsafe {
-                (api.clFinish)(q);
-                if ctx.defers_queue_release() {
-                    ctx.retired_queues.lock().push(q as usize);
-                } else {
-                    (api.clReleaseCommandQueue)(q);
-                }
+            let _ = driver.finish(q);
+            if ctx.defers_queue_release() {
+                ctx.retired_queues.lock().push(q.0);
+            } else {
+                driver.release_queue(q);
             }
         }
     }
@@ -219,7 +215,7 @@ impl ExecGraph {
         for _ in 0..exec.plan.lanes.max(1) {
             // Owned by `exec` at once: released with it on a failure.
             let lane = open_lane(&graph.ctx, graph.device, props != 0)?;
-            exec.lanes.push(crate::opencl::driver::cl_queue_of(lane));
+            exec.lanes.push(lane);
         }
         let mut kernels: Vec<Option<Arc<Kernel>>> = Vec::with_capacity(graph.nodes.len());
         // Kernels made so far, by (kernel object, arguments).

@@ -51,8 +51,7 @@ impl ExecGraph {
             self.what.clone(),
             Some(Held::List(keep)),
             want,
-            |lane, wl, ev| {
-                let (lane, wl, ev) = crate::opencl::driver::cl_args(lane, wl, ev);
+            |lane, wl, mut ev| {
                 // The first kernel waits for what the submission waits for;
                 // the last (the graph's one end) gives the event.
                 let mut w = wl;
@@ -61,9 +60,9 @@ impl ExecGraph {
                         continue;
                     }
                     let e = if self.single_end == Some(i) {
-                        ev
+                        ev.take()
                     } else {
-                        std::ptr::null_mut()
+                        None
                     };
                     let k = kernels[i].as_deref().map(|k| (k, locals[i]));
                     super::direct::enqueue(g, q, i, lane, w, e, k)?;

@@ -7,13 +7,14 @@ use super::cmdbuf;
 use super::exec::{args_of, Backend, ExecGraph, Last};
 use super::managed;
 use super::{Action, Node};
+use crate::backend::EventH;
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{NodeKind, PlanNode};
 use crate::core::launch::NdRange;
 use crate::opencl::driver::ptr_or_null;
-use crate::opencl::driver::{cl_event_of, cl_events, event_h};
+use crate::opencl::driver::{cl_events, cl_queue_of, event_h};
 use crate::opencl::ffi::*;
-use crate::opencl::loader::{api, check};
+use crate::opencl::loader::check;
 use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
@@ -34,9 +35,13 @@ fn into_event(q: &Queue, s: Submitted) -> Result<Arc<Event>> {
 }
 
 /// An event for a command enqueued on one of the graph's lanes.
-fn lane_event(cl: cl_event, ctx: &crate::runtime::context::Context, what: Arc<str>) -> Arc<Event> {
+fn lane_event(
+    handle: EventH,
+    ctx: &crate::runtime::context::Context,
+    what: Arc<str>,
+) -> Arc<Event> {
     Event::new(
-        event_h(cl),
+        handle,
         ctx.platform.driver,
         ctx.id,
         what,
@@ -137,9 +142,9 @@ impl ExecGraph {
         } else {
             None
         };
-        let (cl, mut failures) = match buffered {
-            Some(cl) => (cl, SmallVec::new()),
-            None => match self.replay_nodes(q, &ext, cl_events(&ext_cl), prev.as_ref()) {
+        let (handle, mut failures) = match buffered {
+            Some(cl) => (event_h(cl), SmallVec::new()),
+            None => match self.replay_nodes(q, &ext, &ext_cl, prev.as_ref()) {
                 Ok(r) => r,
                 Err(e) => {
                     self.finish_lanes();
@@ -153,7 +158,7 @@ impl ExecGraph {
         }
         failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
         let end = Event::new(
-            event_h(cl),
+            handle,
             g.ctx.platform.driver,
             g.ctx.id,
             self.what.clone(),
@@ -178,11 +183,8 @@ impl ExecGraph {
     }
 
     fn finish_lanes(&self) {
-        if let Ok(api) = api() {
-            for &l in &self.lanes {
-                // SAFETY: a live queue of this graph.
-                unsafe { (api.clFinish)(l) };
-            }
+        for &l in &self.lanes {
+            let _ = self.graph.ctx.platform.driver.finish(l);
         }
     }
 
@@ -229,7 +231,13 @@ impl ExecGraph {
                 })
                 .collect();
             let mutable = self.graph.device.command_buffer_mutable;
-            cmdbuf::record(fns, (sim, mutable), self.lanes[0], &nodes, &launches)
+            cmdbuf::record(
+                fns,
+                (sim, mutable),
+                cl_queue_of(self.lanes[0]),
+                &nodes,
+                &launches,
+            )
         };
         let mut pool = self.pool.lock();
         let Some((i, pending)) = pool.take(fns, sim, record)? else {
@@ -263,34 +271,34 @@ impl ExecGraph {
         &self,
         q: &Arc<Queue>,
         ext: &[Arc<Event>],
-        ext_cl: &[cl_event],
+        ext_cl: &[EventH],
         prev: Option<&Arc<Event>>,
-    ) -> Result<(cl_event, SmallVec<[Arc<Event>; 8]>)> {
-        let api = api()?;
+    ) -> Result<(EventH, SmallVec<[Arc<Event>; 8]>)> {
         let ctx = &self.graph.ctx;
+        let driver = ctx.platform.driver;
         let kernels = self.kernels.lock();
         let locals = self.locals.lock();
         let mut events: Vec<Option<Arc<Event>>> = vec![None; self.graph.nodes.len()];
         // The event of the graph's one last node, when it stands for all.
-        let mut end: cl_event = std::ptr::null_mut();
+        let mut end = EventH::NONE;
         for (i, node) in self.graph.nodes.iter().enumerate() {
             let step = &self.plan.steps[i];
             match self.kinds[i] {
                 NodeKind::Empty => {}
                 NodeKind::Direct => {
-                    let mut wl: SmallVec<[cl_event; 8]> = SmallVec::new();
+                    let mut wl: SmallVec<[EventH; 8]> = SmallVec::new();
                     if step.external {
                         wl.extend(ext_cl.iter().copied());
                         if step.lane != 0 {
-                            wl.extend(prev.map(|p| cl_event_of(p.handle)));
+                            wl.extend(prev.map(|p| p.handle));
                         }
                     }
                     wl.extend(
                         step.waits
                             .iter()
-                            .filter_map(|&w| events[w].as_ref().map(|e| cl_event_of(e.handle))),
+                            .filter_map(|&w| events[w].as_ref().map(|e| e.handle)),
                     );
-                    let mut cl: cl_event = std::ptr::null_mut();
+                    let mut cl = EventH::NONE;
                     let last = self.single_end == Some(i);
                     super::direct::enqueue(
                         &self.graph,
@@ -298,11 +306,7 @@ impl ExecGraph {
                         i,
                         self.lanes[step.lane],
                         &wl,
-                        if step.event || last {
-                            &mut cl
-                        } else {
-                            std::ptr::null_mut()
-                        },
+                        (step.event || last).then_some(&mut cl),
                         kernels[i].as_deref().map(|k| (k, locals[i])),
                     )?;
                     if last {
@@ -322,37 +326,26 @@ impl ExecGraph {
                 }
             }
         }
-        if !end.is_null() {
-            // SAFETY: flushing the graph's one lane so it starts.
-            unsafe { (api.clFlush)(self.lanes[0]) };
+        if !end.is_none() {
+            // The graph's one lane starts.
+            driver.flush(self.lanes[0]);
             return Ok((end, events.into_iter().flatten().collect()));
         }
-        let mut wl: SmallVec<[cl_event; 8]> = self
+        let mut wl: SmallVec<[EventH; 8]> = self
             .plan
             .ends
             .iter()
-            .filter_map(|&e| events[e].as_ref().map(|e| cl_event_of(e.handle)))
+            .filter_map(|&e| events[e].as_ref().map(|e| e.handle))
             .collect();
         if self.plan.ends.is_empty() {
             wl.extend(ext_cl.iter().copied());
         }
-        let mut cl: cl_event = std::ptr::null_mut();
-        // SAFETY: a live queue of this graph; the wait list holds events of
-        // its context.
-        let rc = unsafe {
-            (api.clEnqueueMarkerWithWaitList)(
-                self.lanes[0],
-                wl.len() as cl_uint,
-                ptr_or_null(&wl),
-                &mut cl,
-            )
-        };
-        check(rc, "clEnqueueMarkerWithWaitList")?;
+        let marker = driver.enqueue_marker(self.lanes[0], &wl)?;
         for &l in &self.lanes {
-            // SAFETY: flushing a live queue of this graph so it starts.
-            unsafe { (api.clFlush)(l) };
+            // Every lane of the graph starts.
+            driver.flush(l);
         }
-        Ok((cl, events.into_iter().flatten().collect()))
+        Ok((marker, events.into_iter().flatten().collect()))
     }
 
     /// Submits node `i` through the queue's ordinary path after `deps`.
