@@ -17,12 +17,6 @@ pub fn out_ptr(ev: Option<&mut EventH>) -> *mut cl_event {
     }
 }
 
-/// The seam's handles for OpenCL events, without copying.
-pub fn events_h(list: &[cl_event]) -> &[EventH] {
-    // SAFETY: as in `cl_events`, the other way round.
-    unsafe { std::slice::from_raw_parts(list.as_ptr().cast::<EventH>(), list.len()) }
-}
-
 /// The seam's event slot for OpenCL's `ev`: none when null.
 ///
 /// # Safety
@@ -63,17 +57,6 @@ pub fn cl_queue_of(q: QueueH) -> cl_command_queue {
 /// The seam's handle for OpenCL device `d`.
 pub fn device_h(d: cl_device_id) -> DeviceH {
     DeviceH(d as usize)
-}
-
-/// A command's queue, its wait list and where its event goes (nowhere
-/// for a command without one), as the seam gives them to the closure that
-/// enqueues it, in OpenCL's terms.
-pub fn cl_args<'a>(
-    q: QueueH,
-    waits: &'a [EventH],
-    ev: Option<&mut EventH>,
-) -> (cl_command_queue, &'a [cl_event], *mut cl_event) {
-    (cl_queue_of(q), cl_events(waits), out_ptr(ev))
 }
 
 /// The seam's handle for OpenCL context `c`.
