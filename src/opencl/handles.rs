@@ -72,3 +72,32 @@ pub fn ptr_or_null(v: &[cl_event]) -> *const cl_event {
         v.as_ptr()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_and_opencl_lists_are_the_same_values() {
+        let list = [EventH(0x10), EventH(0x20), EventH(0x30)];
+        let cl = cl_events(&list);
+        assert_eq!(cl.len(), 3);
+        assert_eq!(cl[1] as usize, 0x20);
+        assert_eq!(event_h(cl[2]), EventH(0x30));
+        assert_eq!(cl_event_of(EventH(0x40)) as usize, 0x40);
+        assert_eq!(
+            cl_queue_of(queue_h(0x50 as cl_command_queue)),
+            0x50 as cl_command_queue
+        );
+        assert!(ptr_or_null(&cl[..0]).is_null());
+        assert_eq!(ptr_or_null(cl), cl.as_ptr());
+        let mut slot = EventH::NONE;
+        let out = out_ptr(Some(&mut slot));
+        // SAFETY: `out` points at `slot`, alive and unaliased here.
+        unsafe { *out = 0x60 as cl_event };
+        assert_eq!(slot, EventH(0x60));
+        assert!(out_ptr(None).is_null());
+        // SAFETY: a null slot is none; a live one is that event's.
+        assert!(unsafe { event_slot(std::ptr::null_mut()) }.is_none());
+    }
+}
