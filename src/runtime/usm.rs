@@ -80,7 +80,7 @@ impl Queue {
         wl: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        self.driver.enqueue_memcpy(
+        self.driver().enqueue_memcpy(
             q,
             self.ctx.strategy,
             dst as usize,
@@ -103,7 +103,7 @@ impl Queue {
         wl: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        self.driver
+        self.driver()
             .enqueue_fill(q, self.ctx.strategy, dst as usize, pattern, size, wl, ev)
     }
 
@@ -314,7 +314,7 @@ impl Queue {
             // does not migrate: nothing to move.
             return self.marker(deps, "prefetch (nothing to migrate)");
         }
-        if !self.driver.can_migrate(self.ctx.strategy) {
+        if !self.driver().can_migrate(self.ctx.strategy) {
             return self.marker(deps, "prefetch (no migration entry point)");
         }
         let mut declined = false;
@@ -323,7 +323,7 @@ impl Queue {
             format!("prefetch of {size} bytes"),
             None,
             |q, wl, ev| {
-                let moved = self.driver.enqueue_migrate(
+                let moved = self.driver().enqueue_migrate(
                     q,
                     self.ctx.strategy,
                     ptr as usize,
@@ -368,10 +368,10 @@ impl Queue {
         if advice == 0 {
             return self.marker(deps, "mem_advise (default advice)");
         }
-        match self.driver.can_advise(self.ctx.strategy) {
+        match self.driver().can_advise(self.ctx.strategy) {
             true => self.submit(deps, format!("mem_advise {advice}"), None, |q, wl, ev| {
                 if self
-                    .driver
+                    .driver()
                     .enqueue_advise(q, self.ctx.strategy, ptr as usize, size, advice, wl, ev)?
                 {
                     return Ok(());

@@ -327,7 +327,7 @@ impl Queue {
                     format!("buffer fill of {len} bytes"),
                     None,
                     |q, wl, ev| {
-                        self.driver
+                        self.driver()
                             .enqueue_fill_mem(q, MemH(m), off, pattern, len, wl, Some(ev))
                     },
                 )?

@@ -375,7 +375,10 @@ impl Queue {
             None,
             // The memory objects and host memory cover the copied bytes;
             // the host memory outlives the copy.
-            |q, wl, ev| self.driver.enqueue_copy(q, d, s, len, false, wl, Some(ev)),
+            |q, wl, ev| {
+                self.driver()
+                    .enqueue_copy(q, d, s, len, false, wl, Some(ev))
+            },
         )
         .map(|e| e.with_bytes(len))
     }
@@ -435,7 +438,7 @@ impl Queue {
         // origins, region and pitches describe; the host storage outlives
         // the copy.
         self.submit(deps, what, None, |q, wl, ev| {
-            self.driver
+            self.driver()
                 .enqueue_copy_rect(q, &d, &s, region, false, wl, Some(ev))
         })
         .map(|e| e.with_bytes(region.iter().product()))

@@ -65,7 +65,7 @@ impl Queue {
         if prepared.iter().all(|p| p.window.is_none()) {
             return Ok(out);
         }
-        let driver = self.driver;
+        let driver = self.driver();
         let mut waits: Deps = deps.iter().cloned().collect();
         for p in on_lanes {
             waits.extend(p.event()?);
@@ -161,7 +161,7 @@ impl Queue {
                         at: 0,
                     };
                     return self
-                        .driver
+                        .driver()
                         .enqueue_copy(q, to, from, w.span, false, wl, Some(ev));
                 }
                 let to = backend::RectSide {
@@ -182,7 +182,7 @@ impl Queue {
                     row_pitch: w.row_pitch,
                     slice_pitch: w.scratch_slice_pitch(),
                 };
-                self.driver
+                self.driver()
                     .enqueue_copy_rect(q, &to, &from, w.region, false, wl, Some(ev))
             })?;
             let lane = ev.lane.load(std::sync::atomic::Ordering::Acquire);

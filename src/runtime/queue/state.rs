@@ -153,8 +153,6 @@ pub struct Queue {
     pub ctx: Arc<Context>,
     pub device: &'static Device,
     pub(crate) lanes: Mutex<Lanes>,
-    /// The back end of the queue's device.
-    pub(crate) driver: &'static dyn Driver,
     /// Lanes record timestamps.
     pub(crate) timed_lanes: bool,
     pub in_order: bool,
@@ -167,6 +165,13 @@ pub struct Queue {
     pub(crate) me: std::sync::Weak<Queue>,
     pub(crate) inflight: Mutex<Inflight>,
     pub(crate) errors: Mutex<Vec<Error>>,
+}
+
+impl Queue {
+    /// The back end of the queue's device.
+    pub(crate) fn driver(&self) -> &'static dyn Driver {
+        self.ctx.platform.driver
+    }
 }
 
 // SAFETY: a back end's queues are thread-safe (as OpenCL's are); the

@@ -44,7 +44,6 @@ impl Queue {
                 barrier: None,
                 group: None,
             }),
-            driver: ctx.platform.driver,
             timed_lanes,
             in_order,
             profiling,
@@ -126,10 +125,10 @@ impl Queue {
     /// Enqueues a marker standing for the commands without events of
     /// `lane`; returns it, to be tracked, with what they keep.
     pub(crate) fn seal_lane(&self, lane: &mut Lane) -> Result<(Arc<Event>, Keep)> {
-        let handle = self.driver.enqueue_marker(lane.handle, &[])?;
+        let handle = self.driver().enqueue_marker(lane.handle, &[])?;
         let ev = Event::new(
             handle,
-            self.driver,
+            self.driver(),
             self.ctx.id,
             "commands enqueued without an event".into(),
             self.profiling,
@@ -262,7 +261,7 @@ impl Queue {
                     }
                 }
                 // The command starts.
-                self.driver.flush(lane.handle);
+                self.driver().flush(lane.handle);
                 let pos = LanePos {
                     queue: self.me.clone(),
                     lane: lane.id,
@@ -477,7 +476,7 @@ impl Queue {
         all.extend(bridges);
         let ev = Event::new(
             handle,
-            self.driver,
+            self.driver(),
             self.ctx.id,
             what.into(),
             self.profiling,
@@ -496,7 +495,7 @@ impl Queue {
         let (quiet_keep, quiet_deps) = lane.set_tail(&ev, blocking);
         ev.add_deps(quiet_deps);
         // The command starts even if nobody waits on it.
-        self.driver.flush(lane.handle);
+        self.driver().flush(lane.handle);
         drop(lanes);
         if let Some((marker, kept)) = sealed_first {
             self.track(marker, kept);

@@ -29,14 +29,16 @@ impl Drop for Queue {
         // some drivers look at a command's memory objects until its queue
         // is released. This Queue owns one reference to each lane;
         // commands enqueued without events finish before it goes.
+        let driver = self.driver();
+        let defer = self.ctx.defers_queue_release();
         for lane in self.lanes.get_mut().list.drain(..) {
             if lane.quiet() {
-                let _ = self.driver.finish(lane.handle);
+                let _ = driver.finish(lane.handle);
             }
-            if self.ctx.defers_queue_release() {
+            if defer {
                 self.ctx.retired_queues.lock().push(lane.handle.0);
             } else {
-                self.driver.release_queue(lane.handle);
+                driver.release_queue(lane.handle);
             }
         }
         drop(entries);
@@ -138,7 +140,7 @@ impl Queue {
             for lane in lanes.list.iter_mut().filter(|l| {
                 l.quiet() && l.quiet_deps.is_empty() && l.tail.as_ref().is_none_or(|t| t.known_ok())
             }) {
-                if self.driver.finish(lane.handle).is_ok() {
+                if self.driver().finish(lane.handle).is_ok() {
                     lane.done_through = lane.seq;
                     released.append(&mut lane.quiet_keep);
                 }
@@ -157,7 +159,7 @@ impl Queue {
                 // wait for their lanes as a whole.
                 let mut kept = Vec::new();
                 for lane in self.lanes.lock().list.iter_mut().filter(|l| l.quiet()) {
-                    let _ = self.driver.finish(lane.handle);
+                    let _ = self.driver().finish(lane.handle);
                     kept.append(&mut lane.quiet_keep);
                 }
                 drop(kept);
@@ -223,7 +225,7 @@ impl Queue {
     /// Enqueues a marker that completes when `deps` have completed.
     pub fn marker(&self, deps: &[Arc<Event>], what: &str) -> Result<Arc<Event>> {
         self.submit(deps, what, None, |q, wl, ev| {
-            *ev = self.driver.enqueue_marker(q, wl)?;
+            *ev = self.driver().enqueue_marker(q, wl)?;
             Ok(())
         })
     }
@@ -238,7 +240,7 @@ impl Queue {
             all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
         }
         let ev = self.submit(&all, "barrier", None, |q, wl, ev| {
-            *ev = self.driver.enqueue_marker(q, wl)?;
+            *ev = self.driver().enqueue_marker(q, wl)?;
             Ok(())
         })?;
         self.lanes.lock().barrier = Some(ev.clone());
