@@ -170,7 +170,7 @@ pub(crate) fn set_args(
     args: &[Arg<'_>],
 ) -> Result<()> {
     let driver = ctx.platform.driver;
-    let k = kernel.handle();
+    let k = kernel.handle;
     for (i, a) in args.iter().enumerate() {
         let set = match *a {
             Arg::Scalar(b) => ArgSet::Bytes(b),
@@ -220,7 +220,7 @@ pub(crate) fn enqueue_ndrange(
 ) -> Result<()> {
     kernel.ctx.platform.driver.enqueue_kernel(
         q,
-        kernel.handle(),
+        kernel.handle,
         &kernel.name,
         local_args,
         range,

@@ -194,11 +194,6 @@ impl Drop for Kernel {
 }
 
 impl Kernel {
-    /// The kernel as the back-end seam names it.
-    pub fn handle(&self) -> KernelH {
-        self.handle
-    }
-
     pub fn create(program: &Program, name: &str) -> Result<Kernel> {
         let driver = program.inner.driver;
         let (handle, num_args, real_name) =

@@ -225,7 +225,7 @@ impl ExecGraph {
                 .zip(kernels.iter())
                 .map(|(n, k)| match (&n.action, k) {
                     (Action::Kernel { range, .. }, Some(k)) => {
-                        Some((k.handle().0 as cl_kernel, range))
+                        Some((k.handle.0 as cl_kernel, range))
                     }
                     _ => None,
                 })
