@@ -172,7 +172,7 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
         // A blocking read of BYTES bytes into `back`.
         let read = driver.enqueue_copy(
             q.sync_queue(),
-            host(back.as_ptr()),
+            host(back.as_mut_ptr()),
             view,
             BYTES,
             true,
