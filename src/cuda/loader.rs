@@ -1,0 +1,190 @@
+//! Loads NVIDIA's CUDA driver library at run time and resolves the
+//! entry points the CUDA back end calls. Syrah links neither OpenCL nor
+//! CUDA: where `libcuda.so.1` is absent, this is an error the caller
+//! reports as "no CUDA" and nothing else changes.
+//!
+//! The library is `SYRAH_CUDA_LIBRARY` when set (a fault-injection
+//! library, say), otherwise `libcuda.so.1`, then `libcuda.so`.
+
+#![allow(non_snake_case)]
+
+use crate::core::error::{Error, Status};
+use std::ffi::{c_char, c_uint, c_void};
+use std::sync::OnceLock;
+
+/// A CUDA result code (0 is success).
+pub type CUresult = i32;
+/// A device ordinal.
+pub type CUdevice = i32;
+/// A device address.
+pub type CUdeviceptr = u64;
+pub type CUcontext = *mut c_void;
+pub type CUmodule = *mut c_void;
+pub type CUfunction = *mut c_void;
+pub type CUstream = *mut c_void;
+pub type CUevent = *mut c_void;
+
+pub const CUDA_SUCCESS: CUresult = 0;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+pub const CUDA_ERROR_NOT_READY: CUresult = 600;
+pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 1;
+pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: i32 = 8;
+pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: i32 = 16;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: i32 = 75;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: i32 = 76;
+pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
+pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
+pub const CU_JIT_INFO_LOG_BUFFER: i32 = 3;
+pub const CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: i32 = 4;
+pub const CU_JIT_ERROR_LOG_BUFFER: i32 = 5;
+pub const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: i32 = 6;
+pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+pub const CU_EVENT_DEFAULT: c_uint = 0;
+pub const CU_EVENT_DISABLE_TIMING: c_uint = 2;
+
+macro_rules! cuda_table {
+    ($( $name:ident = $sym:literal : fn( $( $arg:ty ),* ) ; )*) => {
+        /// Entry points resolved from the CUDA driver library.
+        pub struct Api {
+            _lib: libloading::Library,
+            /// Path or name the library was opened from.
+            pub origin: String,
+            $( pub $name: unsafe extern "C" fn( $( $arg ),* ) -> CUresult, )*
+        }
+
+        impl Api {
+            fn resolve(lib: libloading::Library, origin: String) -> Result<Api, Error> {
+                $(
+                    // SAFETY: the symbol's signature is the CUDA driver API's
+                    // for this versioned name; the pointer is copied out while
+                    // `lib` is kept alive in the returned table.
+                    let $name = unsafe {
+                        match lib.get::<unsafe extern "C" fn( $( $arg ),* ) -> CUresult>(
+                            concat!($sym, "\0").as_bytes(),
+                        ) {
+                            Ok(s) => *s,
+                            Err(e) => {
+                                return Err(Error::new(
+                                    Status::DeviceNotFound,
+                                    format!(
+                                        "the CUDA library '{}' lacks the entry point {}: {}",
+                                        origin, $sym, e
+                                    ),
+                                ))
+                            }
+                        }
+                    };
+                )*
+                Ok(Api { _lib: lib, origin, $( $name, )* })
+            }
+        }
+    };
+}
+
+cuda_table! {
+    cuInit = "cuInit": fn(c_uint);
+    cuDriverGetVersion = "cuDriverGetVersion": fn(*mut i32);
+    cuGetErrorName = "cuGetErrorName": fn(CUresult, *mut *const c_char);
+    cuDeviceGetCount = "cuDeviceGetCount": fn(*mut i32);
+    cuDeviceGet = "cuDeviceGet": fn(*mut CUdevice, i32);
+    cuDeviceGetName = "cuDeviceGetName": fn(*mut c_char, i32, CUdevice);
+    cuDeviceGetAttribute = "cuDeviceGetAttribute": fn(*mut i32, i32, CUdevice);
+    cuDeviceTotalMem = "cuDeviceTotalMem_v2": fn(*mut usize, CUdevice);
+    cuDevicePrimaryCtxRetain = "cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
+    cuDevicePrimaryCtxRelease = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
+    cuCtxSetCurrent = "cuCtxSetCurrent": fn(CUcontext);
+    cuCtxSynchronize = "cuCtxSynchronize": fn();
+    cuModuleLoadDataEx = "cuModuleLoadDataEx": fn(*mut CUmodule, *const c_void, c_uint, *mut i32, *mut *mut c_void);
+    cuModuleUnload = "cuModuleUnload": fn(CUmodule);
+    cuModuleGetFunction = "cuModuleGetFunction": fn(*mut CUfunction, CUmodule, *const c_char);
+    cuFuncSetAttribute = "cuFuncSetAttribute": fn(CUfunction, i32, i32);
+    cuLaunchKernel = "cuLaunchKernel": fn(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void, *mut *mut c_void);
+    cuMemAlloc = "cuMemAlloc_v2": fn(*mut CUdeviceptr, usize);
+    cuMemFree = "cuMemFree_v2": fn(CUdeviceptr);
+    cuMemAllocHost = "cuMemAllocHost_v2": fn(*mut *mut c_void, usize);
+    cuMemFreeHost = "cuMemFreeHost": fn(*mut c_void);
+    cuMemAllocManaged = "cuMemAllocManaged": fn(*mut CUdeviceptr, usize, c_uint);
+    cuMemcpyHtoD = "cuMemcpyHtoD_v2": fn(CUdeviceptr, *const c_void, usize);
+    cuMemcpyDtoH = "cuMemcpyDtoH_v2": fn(*mut c_void, CUdeviceptr, usize);
+    cuMemcpyAsync = "cuMemcpyAsync": fn(CUdeviceptr, CUdeviceptr, usize, CUstream);
+    cuMemsetD8Async = "cuMemsetD8Async": fn(CUdeviceptr, u8, usize, CUstream);
+    cuMemsetD32Async = "cuMemsetD32Async": fn(CUdeviceptr, c_uint, usize, CUstream);
+    cuStreamCreate = "cuStreamCreate": fn(*mut CUstream, c_uint);
+    cuStreamDestroy = "cuStreamDestroy_v2": fn(CUstream);
+    cuStreamSynchronize = "cuStreamSynchronize": fn(CUstream);
+    cuStreamWaitEvent = "cuStreamWaitEvent": fn(CUstream, CUevent, c_uint);
+    cuEventCreate = "cuEventCreate": fn(*mut CUevent, c_uint);
+    cuEventRecord = "cuEventRecord": fn(CUevent, CUstream);
+    cuEventQuery = "cuEventQuery": fn(CUevent);
+    cuEventSynchronize = "cuEventSynchronize": fn(CUevent);
+    cuEventElapsedTime = "cuEventElapsedTime": fn(*mut f32, CUevent, CUevent);
+    cuEventDestroy = "cuEventDestroy_v2": fn(CUevent);
+}
+
+static API: OnceLock<Result<Api, Error>> = OnceLock::new();
+
+fn load() -> Result<Api, Error> {
+    let names = match std::env::var("SYRAH_CUDA_LIBRARY") {
+        Ok(p) if !p.is_empty() => vec![p],
+        _ => vec!["libcuda.so.1".to_string(), "libcuda.so".to_string()],
+    };
+    let mut failures = Vec::new();
+    for name in names {
+        // SAFETY: opening a shared library runs its initialisers; the CUDA
+        // driver library's have no preconditions on the caller.
+        match unsafe { libloading::Library::new(&name) } {
+            Ok(lib) => {
+                let api = Api::resolve(lib, name)?;
+                // SAFETY: cuInit takes flags, which must be 0.
+                check(&api, unsafe { (api.cuInit)(0) }, "cuInit")?;
+                return Ok(api);
+            }
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    Err(Error::new(
+        Status::DeviceNotFound,
+        format!(
+            "no CUDA driver library could be loaded ({}); NVIDIA's driver installs libcuda.so.1, \
+             or set SYRAH_CUDA_LIBRARY to its path",
+            failures.join("; ")
+        ),
+    ))
+}
+
+/// The process-wide CUDA entry points, loaded and initialised on first
+/// use.
+pub fn api() -> Result<&'static Api, Error> {
+    API.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+/// The name CUDA gives result `code` (`CUDA_ERROR_...`).
+pub fn error_name(api: &Api, code: CUresult) -> String {
+    let mut name: *const c_char = std::ptr::null();
+    // SAFETY: `name` is a valid slot; CUDA stores a pointer to a static
+    // string there, or fails for an unknown code.
+    let rc = unsafe { (api.cuGetErrorName)(code, &mut name) };
+    if rc != CUDA_SUCCESS || name.is_null() {
+        return format!("CUDA error {code}");
+    }
+    // SAFETY: CUDA returned a NUL-terminated static string.
+    unsafe { std::ffi::CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Turns a CUDA result into a Syrah error naming the call.
+pub fn check(api: &Api, code: CUresult, what: &str) -> Result<(), Error> {
+    if code == CUDA_SUCCESS {
+        Ok(())
+    } else {
+        let status = match code {
+            CUDA_ERROR_OUT_OF_MEMORY => Status::OutOfDeviceMemory,
+            _ => Status::Opencl,
+        };
+        Err(Error::new(
+            status,
+            format!("{what} failed: {} ({code})", error_name(api, code)),
+        ))
+    }
+}

@@ -1,0 +1,8 @@
+//! The CUDA back end for NVIDIA GPUs, beside `opencl` and independent of
+//! it: the driver library loaded at run time (`loader`), OpenCL C's PTX
+//! made loadable by CUDA (`ptx`), and modules with their launches
+//! (`module`).
+
+pub mod loader;
+pub mod module;
+pub mod ptx;

@@ -1,0 +1,340 @@
+//! A CUDA module made from OpenCL C's PTX (translated by `ptx`), and the
+//! launch of its kernels with OpenCL's argument meaning: values, device
+//! addresses, and group-local memory laid out in dynamic shared memory.
+
+use super::loader::{check, Api, CUfunction, CUmodule, CUstream, CUDA_SUCCESS};
+use super::ptx::{self, Entry, Param, Translated, OFFSET_BYTES};
+use crate::core::error::{Error, Result, Status};
+use std::ffi::{c_void, CString};
+
+/// A loaded module and its kernels' argument lists. The module is
+/// unloaded when dropped; the context it was loaded in must then still
+/// exist.
+pub struct Module {
+    api: &'static Api,
+    raw: CUmodule,
+    pub entries: Vec<Entry>,
+}
+
+// SAFETY: a CUDA module handle may be used from any thread whose current
+// context is the module's; the table of entry points is immutable.
+unsafe impl Send for Module {}
+// SAFETY: as above; Module has no interior mutability.
+unsafe impl Sync for Module {}
+
+impl Module {
+    /// Translates NVIDIA OpenCL's PTX `text` and loads it into the current
+    /// context. A module the translation or the driver refuses is
+    /// `Status::BuildFailure`, with the reason or the driver's log.
+    pub fn load(api: &'static Api, text: &str) -> Result<Module> {
+        let t = ptx::translate(text).map_err(|e| Error::new(Status::BuildFailure, e))?;
+        Self::load_translated(api, t)
+    }
+
+    /// Loads translated PTX into the current context.
+    pub fn load_translated(api: &'static Api, t: Translated) -> Result<Module> {
+        let image = CString::new(t.ptx)
+            .map_err(|_| Error::new(Status::BuildFailure, "the PTX holds a NUL byte"))?;
+        let mut log = vec![0u8; 16 * 1024];
+        let mut opts = [
+            super::loader::CU_JIT_ERROR_LOG_BUFFER,
+            super::loader::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut vals = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        let mut raw: CUmodule = std::ptr::null_mut();
+        // SAFETY: `image` is NUL-terminated PTX; the option arrays have
+        // two entries each, the log buffer outlives the call and its size
+        // is passed by value in the pointer slot, as the API defines.
+        let rc = unsafe {
+            (api.cuModuleLoadDataEx)(
+                &mut raw,
+                image.as_ptr() as *const c_void,
+                2,
+                opts.as_mut_ptr(),
+                vals.as_mut_ptr(),
+            )
+        };
+        if rc != CUDA_SUCCESS {
+            let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
+            let why = check(api, rc, "cuModuleLoadDataEx")
+                .err()
+                .map(|e| e.message);
+            return Err(Error::new(
+                Status::BuildFailure,
+                format!(
+                    "{}: {}",
+                    why.unwrap_or_default(),
+                    String::from_utf8_lossy(&log[..end]).trim()
+                ),
+            ));
+        }
+        Ok(Module {
+            api,
+            raw,
+            entries: t.entries,
+        })
+    }
+
+    /// Kernel `name`, with its arguments.
+    pub fn function(&self, name: &str) -> Result<Function<'_>> {
+        let entry = self
+            .entries
+            .iter()
+            .find(|e| e.name == name)
+            .ok_or_else(|| {
+                Error::new(
+                    Status::KernelNotFound,
+                    format!("no kernel named '{name}' in the module"),
+                )
+            })?;
+        let cname =
+            CString::new(name).map_err(|_| Error::invalid("a kernel name holds a NUL byte"))?;
+        let mut f: CUfunction = std::ptr::null_mut();
+        // SAFETY: the module is loaded, `cname` is NUL-terminated and `f`
+        // is a valid slot.
+        let rc = unsafe { (self.api.cuModuleGetFunction)(&mut f, self.raw, cname.as_ptr()) };
+        check(self.api, rc, "cuModuleGetFunction")?;
+        Ok(Function { raw: f, entry })
+    }
+}
+
+/// A kernel of a loaded module.
+pub struct Function<'m> {
+    raw: CUfunction,
+    pub entry: &'m Entry,
+}
+
+/// A stream commands go on: CUDA's null stream, or one the back end
+/// made (and keeps until every command on it has been launched).
+#[derive(Clone, Copy, Debug)]
+pub struct Stream(pub(crate) CUstream);
+
+impl Stream {
+    /// The null stream of the current context.
+    pub const NULL: Stream = Stream(std::ptr::null_mut());
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: the module was loaded and is unloaded once; a failure
+        // leaves nothing to undo.
+        unsafe { (self.api.cuModuleUnload)(self.raw) };
+    }
+}
+
+/// One argument of a launch.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    /// Bytes by value.
+    Bytes(&'a [u8]),
+    /// A device address.
+    Pointer(u64),
+    /// This many bytes of group-local memory.
+    Local(usize),
+}
+
+/// Where each `__local` argument of a launch goes in dynamic shared
+/// memory (its offset, in argument order, 0 for the other arguments),
+/// and how many bytes that memory needs. An argument of the wrong kind or
+/// size is `Status::KernelArguments`, naming it.
+pub fn local_layout(entry: &Entry, args: &[Arg]) -> Result<(Vec<u64>, usize)> {
+    if args.len() != entry.params.len() {
+        return Err(Error::new(
+            Status::KernelArguments,
+            format!(
+                "kernel {} takes {} arguments, {} were given",
+                entry.name,
+                entry.params.len(),
+                args.len()
+            ),
+        ));
+    }
+    let mut offsets = Vec::with_capacity(args.len());
+    let mut end = 0usize;
+    for (i, (p, a)) in entry.params.iter().zip(args).enumerate() {
+        let wrong = |what: String| {
+            Error::new(
+                Status::KernelArguments,
+                format!("kernel {} argument {i}: {what}", entry.name),
+            )
+        };
+        match (p, a) {
+            (Param::Value(n), Arg::Bytes(b)) if *n == b.len() => offsets.push(0),
+            (Param::Value(n), Arg::Bytes(b)) => {
+                return Err(wrong(format!(
+                    "takes {n} bytes by value, {} were given",
+                    b.len()
+                )))
+            }
+            (Param::Pointer, Arg::Pointer(_)) => offsets.push(0),
+            (Param::Local(align), Arg::Local(size)) if *size > 0 => {
+                let at = end.next_multiple_of((*align).max(1));
+                offsets.push(at as u64);
+                end = at + size;
+            }
+            (Param::Local(_), Arg::Local(_)) => {
+                return Err(wrong("group-local memory of 0 bytes".into()))
+            }
+            (p, a) => return Err(wrong(format!("takes {p:?}, was given {a:?}"))),
+        }
+    }
+    Ok((offsets, end))
+}
+
+/// The shape of a launch: groups and work-items per group in each
+/// dimension, the global offset (OpenCL's, in work-items) and how many
+/// dimensions the range has (1 to 3).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub groups: [u32; 3],
+    pub local: [u32; 3],
+    pub offset: [u32; 3],
+    pub dims: u32,
+}
+
+/// Launches `f` with `args` on `stream`, in the current context.
+pub fn launch(api: &Api, f: &Function, args: &[Arg], shape: Shape, stream: Stream) -> Result<()> {
+    let (offsets, smem) = local_layout(f.entry, args)?;
+    let mut pointers: Vec<u64> = Vec::with_capacity(args.len());
+    for a in args {
+        pointers.push(match a {
+            Arg::Pointer(p) => *p,
+            _ => 0,
+        });
+    }
+    let [ox, oy, oz] = shape.offset;
+    let hidden: [u32; OFFSET_BYTES / 4] = [ox, oy, oz, shape.dims];
+    let mut slots: Vec<*mut c_void> = Vec::with_capacity(args.len() + 1);
+    for (i, a) in args.iter().enumerate() {
+        slots.push(match a {
+            Arg::Bytes(b) => b.as_ptr() as *mut c_void,
+            Arg::Pointer(_) => &pointers[i] as *const u64 as *mut c_void,
+            Arg::Local(_) => &offsets[i] as *const u64 as *mut c_void,
+        });
+    }
+    slots.push(hidden.as_ptr() as *mut c_void);
+    let smem32 = u32::try_from(smem).map_err(|_| {
+        Error::new(
+            Status::OutOfLocalMemory,
+            format!("{smem} bytes of group-local memory"),
+        )
+    })?;
+    if smem32 > 48 * 1024 {
+        // SAFETY: `f` is a function of a loaded module; the attribute
+        // takes a byte count.
+        let rc = unsafe {
+            (api.cuFuncSetAttribute)(
+                f.raw,
+                super::loader::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem32 as i32,
+            )
+        };
+        check(api, rc, "cuFuncSetAttribute")
+            .map_err(|e| Error::new(Status::OutOfLocalMemory, e.message))?;
+    }
+    let [gx, gy, gz] = shape.groups;
+    let [bx, by, bz] = shape.local;
+    // SAFETY: `slots` holds one pointer per parameter of `f` (the
+    // arguments, then the hidden offset), each to a value of the size the
+    // kernel declares (checked by `local_layout`), all alive until the
+    // call returns, which copies them.
+    let rc = unsafe {
+        (api.cuLaunchKernel)(
+            f.raw,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            smem32,
+            stream.0,
+            slots.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    };
+    check(api, rc, "cuLaunchKernel")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            name: "k".into(),
+            params: vec![
+                Param::Pointer,
+                Param::Local(4),
+                Param::Value(4),
+                Param::Local(8),
+            ],
+        }
+    }
+
+    #[test]
+    fn locals_are_laid_out_aligned_in_order() {
+        let four = 7u32.to_ne_bytes();
+        let args = [
+            Arg::Pointer(0x1000),
+            Arg::Local(10),
+            Arg::Bytes(&four),
+            Arg::Local(16),
+        ];
+        let got = local_layout(&entry(), &args).map_err(|e| e.message);
+        assert_eq!(got, Ok((vec![0, 0, 0, 16], 32)));
+    }
+
+    #[test]
+    fn wrong_arguments_are_named() {
+        let four = 7u32.to_ne_bytes();
+        let msg = |args: &[Arg]| {
+            local_layout(&entry(), args)
+                .err()
+                .map(|e| (e.status, e.message))
+        };
+        assert_eq!(
+            msg(&[Arg::Pointer(1)]),
+            Some((
+                Status::KernelArguments,
+                "kernel k takes 4 arguments, 1 were given".into()
+            ))
+        );
+        assert_eq!(
+            msg(&[
+                Arg::Pointer(1),
+                Arg::Local(4),
+                Arg::Bytes(&four[..2]),
+                Arg::Local(8)
+            ]),
+            Some((
+                Status::KernelArguments,
+                "kernel k argument 2: takes 4 bytes by value, 2 were given".into()
+            ))
+        );
+        assert_eq!(
+            msg(&[
+                Arg::Pointer(1),
+                Arg::Local(0),
+                Arg::Bytes(&four),
+                Arg::Local(8)
+            ]),
+            Some((
+                Status::KernelArguments,
+                "kernel k argument 1: group-local memory of 0 bytes".into()
+            ))
+        );
+        assert_eq!(
+            msg(&[
+                Arg::Local(4),
+                Arg::Local(4),
+                Arg::Bytes(&four),
+                Arg::Local(8)
+            ]),
+            Some((
+                Status::KernelArguments,
+                "kernel k argument 0: takes Pointer, was given Local(4)".into()
+            ))
+        );
+    }
+}
