@@ -27,6 +27,7 @@ ALLOWED = {
 }
 # Runtime files that talk to the back end only through the seam.
 SEAM_ONLY = {
+    ("runtime", "context"),
     ("runtime", "event"),
     ("runtime", "watch"),
     ("runtime", "queue"),

@@ -184,6 +184,13 @@ pub trait Driver: Send + Sync {
     /// Timestamp `which` of `e`, a command of a queue that records them.
     fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64>;
 
+    /// A new context over `devices`, all of this back end's platform.
+    fn create_context(&self, devices: &[DeviceH]) -> Result<ContextH>;
+
+    /// Gives back the runtime's reference to `ctx`; the back end keeps it
+    /// for what still uses it.
+    fn release_context(&self, ctx: ContextH);
+
     /// A new in-order queue of `dev` in `ctx`, recording timestamps when
     /// `timed`.
     fn create_queue(&self, ctx: ContextH, dev: DeviceH, timed: bool) -> Result<QueueH>;

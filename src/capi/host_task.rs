@@ -148,7 +148,7 @@ pub unsafe extern "C" fn syrah_host_task_get_native(
         let c = self::context(context)?;
         let v: *mut c_void = match which {
             SYRAH_NATIVE_QUEUE => crate::opencl::driver::cl_queue_of(c.queue.sync_queue()).cast(),
-            SYRAH_NATIVE_CONTEXT => c.queue.ctx.cl.cast(),
+            SYRAH_NATIVE_CONTEXT => c.queue.ctx.raw.0 as *mut c_void,
             SYRAH_NATIVE_DEVICE => c.queue.device.id.cast(),
             other => return Err(Error::invalid(format!("unknown native object {other}"))),
         };

@@ -22,21 +22,29 @@ use std::ffi::c_void;
 
 pub use super::handles::*;
 
-/// The OpenCL back end of one platform: its entry points for Intel's USM
-/// extension, where it has them.
+/// The OpenCL back end of one platform: the platform (an OpenCL id, kept
+/// as a number), and its entry points for Intel's USM extension, where it
+/// has them.
 pub struct OpenCl {
+    platform: usize,
     intel: Option<IntelUsm>,
 }
 
 /// An instance for events whose platform is not at hand (those of staged
 /// copies): events need no platform's entry points.
-pub static OPENCL: OpenCl = OpenCl { intel: None };
+pub static OPENCL: OpenCl = OpenCl {
+    platform: 0,
+    intel: None,
+};
 
 impl OpenCl {
-    /// The back end of a platform, made once when platforms are found and
-    /// kept as long as they are (for the rest of the process).
-    pub fn for_platform(intel: Option<IntelUsm>) -> &'static OpenCl {
-        Box::leak(Box::new(OpenCl { intel }))
+    /// The back end of platform `id`, made once when platforms are found
+    /// and kept as long as they are (for the rest of the process).
+    pub fn for_platform(id: cl_platform_id, intel: Option<IntelUsm>) -> &'static OpenCl {
+        Box::leak(Box::new(OpenCl {
+            platform: id as usize,
+            intel,
+        }))
     }
 
     /// Intel's entry points, when `usm` says the context reaches USM
@@ -112,6 +120,41 @@ impl Driver for OpenCl {
             Stamp::Ended => CL_PROFILING_COMMAND_END,
         };
         info::profiling(api()?, cl_event_of(e), param)
+    }
+
+    fn create_context(&self, devices: &[DeviceH]) -> Result<ContextH> {
+        let api = api()?;
+        let props: [cl_context_properties; 3] = [
+            CL_CONTEXT_PLATFORM,
+            self.platform as cl_context_properties,
+            0,
+        ];
+        let ids: Vec<cl_device_id> = devices.iter().map(|d| d.0 as cl_device_id).collect();
+        let mut err = CL_SUCCESS;
+        // SAFETY: `props` is zero-terminated, `ids` holds device ids of
+        // this platform, and no callback is registered.
+        let cl = unsafe {
+            (api.clCreateContext)(
+                props.as_ptr(),
+                ids.len() as cl_uint,
+                ids.as_ptr(),
+                None,
+                std::ptr::null_mut(),
+                &mut err,
+            )
+        };
+        if cl.is_null() || err != CL_SUCCESS {
+            return Err(Error::opencl(err, "clCreateContext"));
+        }
+        Ok(context_h(cl))
+    }
+
+    fn release_context(&self, ctx: ContextH) {
+        if let Ok(api) = api() {
+            // SAFETY: the caller owns one reference to the context; OpenCL
+            // keeps it alive for objects still using it.
+            unsafe { (api.clReleaseContext)(ctx.0 as cl_context) };
+        }
     }
 
     fn create_queue(&self, ctx: ContextH, dev: DeviceH, timed: bool) -> Result<QueueH> {

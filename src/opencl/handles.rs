@@ -64,6 +64,11 @@ pub fn context_h(c: cl_context) -> ContextH {
     ContextH(c as usize)
 }
 
+/// The OpenCL context behind the seam's handle `c`.
+pub fn cl_context_of(c: ContextH) -> cl_context {
+    c.0 as cl_context
+}
+
 /// Pointer to a wait list's first element, or null when it is empty.
 pub fn ptr_or_null(v: &[cl_event]) -> *const cl_event {
     if v.is_empty() {

@@ -7,8 +7,6 @@ use crate::core::aspects::{usm_support, UsmStrategy, UsmSupport};
 use crate::core::error::{Error, Result, Status};
 use crate::core::pool::AllocCache;
 use crate::core::registry::{AllocRecord, Registry};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::api;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +25,8 @@ pub trait QueueWork: Send + Sync {
 
 pub struct Context {
     pub id: u64,
-    pub cl: cl_context,
+    /// The back end's context.
+    pub raw: crate::backend::ContextH,
     pub platform: &'static Platform,
     pub devices: Vec<&'static Device>,
     /// The USM strategy every device of the context shares.
@@ -69,16 +68,9 @@ fn cache_budget(devices: &[&'static Device]) -> usize {
         .min(2 << 30)
 }
 
-// SAFETY: cl_context is thread-safe per the OpenCL specification; all other
-// shared state is behind mutexes.
-unsafe impl Send for Context {}
-// SAFETY: as above.
-unsafe impl Sync for Context {}
-
 impl Context {
     /// Creates a context over `devices`, which must share one platform.
     pub fn create(devices: &[&'static Device]) -> Result<Arc<Context>> {
-        let api = api()?;
         let first = devices
             .first()
             .ok_or_else(|| Error::invalid("a context needs at least one device (0 given)"))?;
@@ -101,25 +93,8 @@ impl Context {
             }
         }
         let platform = first.platform()?;
-        let props: [cl_context_properties; 3] =
-            [CL_CONTEXT_PLATFORM, platform.id as cl_context_properties, 0];
-        let ids: Vec<cl_device_id> = devices.iter().map(|d| d.id).collect();
-        let mut err = CL_SUCCESS;
-        // SAFETY: `props` is zero-terminated, `ids` holds valid device ids of
-        // that platform, and no callback is registered.
-        let cl = unsafe {
-            (api.clCreateContext)(
-                props.as_ptr(),
-                ids.len() as cl_uint,
-                ids.as_ptr(),
-                None,
-                std::ptr::null_mut(),
-                &mut err,
-            )
-        };
-        if cl.is_null() || err != CL_SUCCESS {
-            return Err(Error::opencl(err, "clCreateContext"));
-        }
+        let ids: Vec<crate::backend::DeviceH> = devices.iter().map(|d| d.handle()).collect();
+        let raw = platform.driver.create_context(&ids)?;
         let strategy = if devices.iter().all(|d| d.strategy == UsmStrategy::IntelUsm) {
             UsmStrategy::IntelUsm
         } else if devices.iter().all(|d| d.strategy != UsmStrategy::None) {
@@ -129,7 +104,7 @@ impl Context {
         };
         let ctx = Arc::new(Context {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            cl,
+            raw,
             platform,
             devices: devices.to_vec(),
             strategy,
@@ -297,7 +272,7 @@ impl Context {
 impl Context {
     /// The context as the back-end seam names it.
     pub fn handle(&self) -> crate::backend::ContextH {
-        crate::opencl::driver::context_h(self.cl)
+        self.raw
     }
 
     /// Whether OpenCL queues are kept until the context goes. PoCL's
@@ -313,7 +288,6 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
-        let Ok(api) = api() else { return };
         let left = self.registry.get_mut().drain();
         for (_, rec) in left {
             self.free_raw(rec.raw);
@@ -330,13 +304,12 @@ impl Drop for Context {
         for block in self.slabs.get_mut().drain() {
             self.free_block(block);
         }
+        let driver = self.platform.driver;
         for q in self.retired_queues.get_mut().drain(..) {
-            // SAFETY: a queue of this context whose Syrah queue is gone,
-            // kept with its one reference for this moment.
-            unsafe { (api.clReleaseCommandQueue)(q as cl_command_queue) };
+            // A queue of this context whose Syrah queue is gone, kept with
+            // its one reference for this moment.
+            driver.release_queue(crate::backend::QueueH(q));
         }
-        // SAFETY: the context was created by clCreateContext and this is its
-        // last Syrah owner; OpenCL keeps it alive for objects still using it.
-        unsafe { (api.clReleaseContext)(self.cl) };
+        driver.release_context(self.raw);
     }
 }

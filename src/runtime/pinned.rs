@@ -41,8 +41,14 @@ impl Context {
             None => {
                 let mut err = CL_SUCCESS;
                 // SAFETY: live context and its first device; an in-order queue.
-                let q =
-                    unsafe { (api.clCreateCommandQueue)(self.cl, self.devices[0].id, 0, &mut err) };
+                let q = unsafe {
+                    (api.clCreateCommandQueue)(
+                        crate::opencl::handles::cl_context_of(self.raw),
+                        self.devices[0].id,
+                        0,
+                        &mut err,
+                    )
+                };
                 if q.is_null() || err != CL_SUCCESS {
                     return Err(Error::opencl(
                         err,
@@ -53,7 +59,12 @@ impl Context {
                 q
             }
         };
-        let (mem, host) = map_pinned(self.cl, queue, size, "pinned host memory")?;
+        let (mem, host) = map_pinned(
+            crate::opencl::handles::cl_context_of(self.raw),
+            queue,
+            size,
+            "pinned host memory",
+        )?;
         pinned.blocks.insert(host as usize, (size, mem as usize));
         Ok(host)
     }

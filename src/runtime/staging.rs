@@ -47,11 +47,23 @@ impl Stager {
             0
         };
         // SAFETY: live context and one of its devices; an in-order queue.
-        let queue = unsafe { (api.clCreateCommandQueue)(ctx.cl, device.id, props, &mut err) };
+        let queue = unsafe {
+            (api.clCreateCommandQueue)(
+                crate::opencl::handles::cl_context_of(ctx.raw),
+                device.id,
+                props,
+                &mut err,
+            )
+        };
         if queue.is_null() || err != CL_SUCCESS {
             return Err(Error::opencl(err, "clCreateCommandQueue for staging"));
         }
-        match super::pinned_blocks::map_pinned(ctx.cl, queue, RING, "the pinned staging ring") {
+        match super::pinned_blocks::map_pinned(
+            crate::opencl::handles::cl_context_of(ctx.raw),
+            queue,
+            RING,
+            "the pinned staging ring",
+        ) {
             Ok((ring, host)) => Ok(Stager {
                 queue,
                 ring,
