@@ -39,9 +39,9 @@ pub struct UsmCaps {
     pub svm: u64,
 }
 
-const USM_ACCESS: u64 = 1;
-const USM_ATOMIC_ACCESS: u64 = 1 << 1;
-const USM_CONCURRENT_ATOMIC_ACCESS: u64 = 1 << 3;
+pub const USM_ACCESS: u64 = 1;
+pub const USM_ATOMIC_ACCESS: u64 = 1 << 1;
+pub const USM_CONCURRENT_ATOMIC_ACCESS: u64 = 1 << 3;
 const SVM_COARSE: u64 = 1;
 const SVM_FINE_BUFFER: u64 = 1 << 1;
 const SVM_FINE_SYSTEM: u64 = 1 << 2;

@@ -28,6 +28,10 @@ pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_NOT_READY: CUresult = 600;
 pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 1;
+pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: i32 = 2;
+pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: i32 = 3;
+pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: i32 = 4;
+pub const CU_DEVICE_ATTRIBUTE_CLOCK_RATE: i32 = 13;
 pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: i32 = 8;
 pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: i32 = 16;
 pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: i32 = 75;
@@ -119,6 +123,61 @@ cuda_table! {
     cuEventSynchronize = "cuEventSynchronize": fn(CUevent);
     cuEventElapsedTime = "cuEventElapsedTime": fn(*mut f32, CUevent, CUevent);
     cuEventDestroy = "cuEventDestroy_v2": fn(CUevent);
+    cuLaunchHostFunc = "cuLaunchHostFunc": fn(CUstream, HostFn, *mut c_void);
+    cuStreamWaitValue32 = "cuStreamWaitValue32_v2": fn(CUstream, CUdeviceptr, u32, c_uint);
+    cuMemHostAlloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
+    cuMemHostGetDevicePointer = "cuMemHostGetDevicePointer_v2": fn(*mut CUdeviceptr, *mut c_void, c_uint);
+    cuFuncGetAttribute = "cuFuncGetAttribute": fn(*mut i32, i32, CUfunction);
+    cuMemsetD16Async = "cuMemsetD16Async": fn(CUdeviceptr, u16, usize, CUstream);
+    cuMemcpy2DAsync = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, CUstream);
+    cuMemPrefetchAsync = "cuMemPrefetchAsync_v2": fn(CUdeviceptr, usize, MemLocation, c_uint, CUstream);
+    cuDeviceGetPCIBusId = "cuDeviceGetPCIBusId": fn(*mut c_char, i32, CUdevice);
+}
+
+/// A host function a stream runs in order (`cuLaunchHostFunc`); it must
+/// not call CUDA.
+pub type HostFn = unsafe extern "C" fn(*mut c_void);
+
+/// `CUmemLocation`: where memory is to be (a device by ordinal).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MemLocation {
+    pub kind: i32,
+    pub id: i32,
+}
+
+pub const CU_MEM_LOCATION_TYPE_DEVICE: i32 = 1;
+pub const CU_MEMORYTYPE_UNIFIED: u32 = 4;
+pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 1;
+pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 2;
+pub const CU_MEM_ATTACH_GLOBAL: c_uint = 1;
+pub const CU_STREAM_WAIT_VALUE_GEQ: c_uint = 0;
+pub const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 0;
+pub const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: i32 = 1;
+pub const CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: i32 = 3;
+
+/// `CUDA_MEMCPY2D`: a copy of `height` rows of `width` bytes between two
+/// pitched regions; with unified addressing both sides are addresses
+/// (`*_device`), of host or device memory alike.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memcpy2D {
+    pub src_x: usize,
+    pub src_y: usize,
+    pub src_type: u32,
+    pub src_host: usize,
+    pub src_device: CUdeviceptr,
+    pub src_array: usize,
+    pub src_pitch: usize,
+    pub dst_x: usize,
+    pub dst_y: usize,
+    pub dst_type: u32,
+    pub dst_host: usize,
+    pub dst_device: CUdeviceptr,
+    pub dst_array: usize,
+    pub dst_pitch: usize,
+    pub width: usize,
+    pub height: usize,
 }
 
 static API: OnceLock<Result<Api, Error>> = OnceLock::new();

@@ -3,6 +3,11 @@
 //! made loadable by CUDA (`ptx`), and modules with their launches
 //! (`module`).
 
+pub mod devices;
+pub mod driver;
+pub mod events;
 pub mod loader;
 pub mod module;
+pub mod program;
 pub mod ptx;
+pub mod state;

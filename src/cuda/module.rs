@@ -76,7 +76,7 @@ impl Module {
     }
 
     /// Kernel `name`, with its arguments.
-    pub fn function(&self, name: &str) -> Result<Function<'_>> {
+    pub fn function(&self, name: &str) -> Result<Function> {
         let entry = self
             .entries
             .iter()
@@ -94,14 +94,37 @@ impl Module {
         // is a valid slot.
         let rc = unsafe { (self.api.cuModuleGetFunction)(&mut f, self.raw, cname.as_ptr()) };
         check(self.api, rc, "cuModuleGetFunction")?;
-        Ok(Function { raw: f, entry })
+        Ok(Function {
+            raw: f,
+            entry: entry.clone(),
+        })
     }
 }
 
-/// A kernel of a loaded module.
-pub struct Function<'m> {
+/// A kernel of a loaded module, valid while the module is loaded.
+pub struct Function {
     raw: CUfunction,
-    pub entry: &'m Entry,
+    pub entry: Entry,
+}
+
+// SAFETY: a CUDA function handle may be used from any thread whose
+// current context is its module's.
+unsafe impl Send for Function {}
+// SAFETY: as above; nothing in it changes.
+unsafe impl Sync for Function {}
+
+impl Function {
+    /// CUDA's attribute `attr` of the function (0 where it gives none).
+    pub fn attribute(&self, api: &Api, attr: i32) -> i32 {
+        let mut v = 0;
+        // SAFETY: a function of a loaded module; `v` is a valid slot.
+        let rc = unsafe { (api.cuFuncGetAttribute)(&mut v, attr, self.raw) };
+        if rc == CUDA_SUCCESS {
+            v
+        } else {
+            0
+        }
+    }
 }
 
 /// A stream commands go on: CUDA's null stream, or one the back end
@@ -194,7 +217,7 @@ pub struct Shape {
 
 /// Launches `f` with `args` on `stream`, in the current context.
 pub fn launch(api: &Api, f: &Function, args: &[Arg], shape: Shape, stream: Stream) -> Result<()> {
-    let (offsets, smem) = local_layout(f.entry, args)?;
+    let (offsets, smem) = local_layout(&f.entry, args)?;
     let mut pointers: Vec<u64> = Vec::with_capacity(args.len());
     for a in args {
         pointers.push(match a {

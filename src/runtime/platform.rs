@@ -76,6 +76,10 @@ pub struct Device {
     /// Whether large copies with ordinary host memory go through pinned
     /// chunks.
     pub staging: crate::core::staging::Staging,
+    /// The device (platform and device index) whose OpenCL compiler
+    /// builds OpenCL C for this one, where its back end takes only
+    /// binaries (the CUDA back end takes NVIDIA OpenCL's PTX).
+    pub compiler: Option<(usize, usize)>,
     /// What copies between ordinary host memory and the device achieved,
     /// staged and not, towards the device and towards the host (see
     /// `core::route`): a property of the device and its host, shared by
@@ -172,6 +176,11 @@ fn discover() -> Result<Runtime> {
         // A platform that cannot be queried is left out rather than failing
         // discovery of the others.
         if let Ok(p) = load_platform(api, id, platforms.len()) {
+            platforms.push(p);
+        }
+    }
+    if super::platform_cuda::wanted() {
+        if let Some(p) = super::platform_cuda::platform(platforms.len(), &platforms) {
             platforms.push(p);
         }
     }
@@ -400,5 +409,6 @@ fn load_device(
         usm,
         staging,
         routes: Default::default(),
+        compiler: None,
     })
 }

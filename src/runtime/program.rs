@@ -107,7 +107,12 @@ fn create_and_build(
     options: &str,
     devices: &[&'static Device],
 ) -> Result<ProgramInner> {
+    let compiled;
     let input = match kind {
+        ProgramKind::Source if devices.iter().any(|d| d.compiler.is_some()) => {
+            compiled = compile_on_twin(devices, bytes, options)?;
+            ProgramInput::Binary(&compiled)
+        }
         ProgramKind::Source => ProgramInput::Source(bytes),
         ProgramKind::Il => {
             for d in devices {
@@ -142,6 +147,58 @@ fn create_and_build(
         devices: devices.to_vec(),
         driver,
     })
+}
+
+/// OpenCL C compiled by the OpenCL device paired with `devices[0]` (its
+/// back end takes binaries only), as that device's binary: the source
+/// for every device of the build.
+fn compile_on_twin(devices: &[&'static Device], bytes: &[u8], options: &str) -> Result<Vec<u8>> {
+    /// The contexts on compiling devices, by platform and device index.
+    type Twins = Vec<((usize, usize), Arc<Context>)>;
+    static TWINS: Mutex<Twins> = Mutex::new(Vec::new());
+    let first = devices[0];
+    let Some(at) = first.compiler else {
+        return Err(Error::new(
+            Status::FeatureNotSupported,
+            format!(
+                "device {} builds from binaries only, and no OpenCL device of the same GPU was found to compile OpenCL C",
+                first.label()
+            ),
+        ));
+    };
+    let twin: &'static Device = super::platform::runtime()?
+        .platforms
+        .get(at.0)
+        .and_then(|p| p.devices.get(at.1))
+        .ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                "a device's compiler names an unknown device",
+            )
+        })?;
+    let ctx = {
+        let mut twins = TWINS.lock();
+        match twins.iter().find(|(k, _)| *k == at) {
+            Some((_, c)) => c.clone(),
+            None => {
+                let c = Context::create(&[twin])?;
+                twins.push((at, c.clone()));
+                c
+            }
+        }
+    };
+    let p = Program::build(&ctx, ProgramKind::Source, bytes, options, &[twin]).map_err(|e| {
+        Error::new(
+            e.status,
+            format!(
+                "compiling for device {} on {}: {}",
+                first.label(),
+                twin.label(),
+                e.message
+            ),
+        )
+    })?;
+    p.binary(twin)
 }
 
 /// Per-device facts about a kernel, read when it is created.

@@ -1,0 +1,708 @@
+//! The CUDA back end behind the back-end seam (`backend::Driver`): Syrah
+//! contexts are devices' primary contexts, queue lanes are streams,
+//! unified shared memory is CUDA's device, pinned host and managed
+//! memory, and kernels are NVIDIA OpenCL's PTX loaded through `ptx`.
+//! Programs are built from PTX: the runtime compiles OpenCL C with
+//! NVIDIA's OpenCL first.
+//!
+//! Handles are pointers to this back end's own objects (made with
+//! `Box`/`Arc::into_raw`), read back only here.
+
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use super::events::{self, Ev};
+use super::loader::{
+    api, check, Api, CUdeviceptr, MemLocation, Memcpy2D, CUDA_SUCCESS,
+    CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE,
+    CU_MEMORYTYPE_UNIFIED, CU_MEM_ATTACH_GLOBAL, CU_MEM_LOCATION_TYPE_DEVICE,
+};
+use super::module::{launch, Arg, Shape, Stream as LaunchStream};
+use super::program::{auto_local, groups, Kern, Prog};
+use super::state::{make_current, Ctx, Stream};
+use crate::backend::{
+    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, ProgramH,
+    ProgramInput, QueueH, RectSide, Side, Stamp,
+};
+use crate::core::aspects::UsmStrategy;
+use crate::core::error::{Error, Result, Status};
+use crate::core::launch::NdRange;
+use crate::core::registry::AllocKind;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The CUDA back end (one for all CUDA devices).
+pub struct Cuda {
+    /// What each USM allocation is, for freeing it.
+    allocs: Mutex<HashMap<usize, AllocKind>>,
+}
+
+impl Cuda {
+    /// The process's CUDA back end.
+    pub fn get() -> &'static Cuda {
+        static CUDA: std::sync::OnceLock<Cuda> = std::sync::OnceLock::new();
+        CUDA.get_or_init(|| Cuda {
+            allocs: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// A memory object: `size` bytes at `ptr`, owned (freed when the last
+/// reference goes) or a view over memory someone else owns.
+struct Mem {
+    ptr: CUdeviceptr,
+    refs: AtomicUsize,
+    owner: Option<usize>,
+    parent: Option<MemH>,
+}
+
+fn ctx_of(c: ContextH) -> &'static Ctx {
+    // SAFETY: made by Box::into_raw in `create_context`, alive until
+    // `release_context`, after every use through the handle.
+    unsafe { &*(c.0 as *const Ctx) }
+}
+
+fn stream_of(q: QueueH) -> &'static Stream {
+    // SAFETY: made by Arc::into_raw in `create_queue`; the runtime's
+    // reference keeps it alive while it uses the handle.
+    unsafe { &*(q.0 as *const Stream) }
+}
+
+fn stream_arc(q: QueueH) -> Arc<Stream> {
+    // SAFETY: as in `stream_of`; the count is raised before a new Arc.
+    unsafe {
+        Arc::increment_strong_count(q.0 as *const Stream);
+        Arc::from_raw(q.0 as *const Stream)
+    }
+}
+
+fn prog_of(p: ProgramH) -> &'static Arc<Prog> {
+    // SAFETY: made by Box::into_raw in `build_program`, alive until
+    // `release_program`.
+    unsafe { &*(p.0 as *const Arc<Prog>) }
+}
+
+fn kern_of(k: KernelH) -> &'static Kern {
+    // SAFETY: made by Box::into_raw in `create_kernel`, alive until
+    // `release_kernel`.
+    unsafe { &*(k.0 as *const Kern) }
+}
+
+fn mem_of(m: MemH) -> &'static Mem {
+    // SAFETY: made by Box::into_raw here; alive while referenced.
+    unsafe { &*(m.0 as *const Mem) }
+}
+
+fn new_mem(m: Mem) -> MemH {
+    MemH(Box::into_raw(Box::new(m)) as usize)
+}
+
+fn addr(s: &Side) -> u64 {
+    match s.mem {
+        Some(m) => mem_of(m).ptr + s.at as u64,
+        None => s.at as u64,
+    }
+}
+
+/// Runs one command on `q`: after `waits`, `body` enqueues it, and its
+/// event goes to `ev` when asked for.
+fn command(
+    q: QueueH,
+    waits: &[EventH],
+    ev: Option<&mut EventH>,
+    body: impl FnOnce(&Api, &Stream) -> Result<()>,
+) -> Result<()> {
+    let api = api()?;
+    let s = stream_of(q);
+    make_current(api, s.dev.ctx)?;
+    for w in waits {
+        events::wait_on(api, s.raw, *w)?;
+    }
+    let Some(slot) = ev else {
+        return body(api, s);
+    };
+    let (start, now) = events::begin(api, s)?;
+    if let Err(e) = body(api, s) {
+        if !start.is_null() {
+            // SAFETY: made by `begin` for this command only.
+            unsafe { (api.cuEventDestroy)(start) };
+        }
+        return Err(e);
+    }
+    *slot = Ev::record(api, &stream_arc(q), start, now)?;
+    Ok(())
+}
+
+/// Fills `size` bytes at `dst` on `s` with `pattern`, repeated.
+fn fill(api: &Api, s: &Stream, dst: u64, pattern: &[u8], size: usize) -> Result<()> {
+    let n = pattern.len();
+    if n == 0 || size % n != 0 {
+        return Err(Error::invalid(format!(
+            "a fill of {size} bytes with a pattern of {n} bytes"
+        )));
+    }
+    let rc = match n {
+        // SAFETY: `dst` holds `size` bytes on the stream's device (this
+        // and the next two).
+        1 => unsafe { (api.cuMemsetD8Async)(dst, pattern[0], size, s.raw) },
+        // SAFETY: as above.
+        2 => unsafe {
+            (api.cuMemsetD16Async)(
+                dst,
+                u16::from_ne_bytes([pattern[0], pattern[1]]),
+                size / 2,
+                s.raw,
+            )
+        },
+        // SAFETY: as above.
+        4 => unsafe {
+            (api.cuMemsetD32Async)(
+                dst,
+                u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
+                size / 4,
+                s.raw,
+            )
+        },
+        _ => {
+            if size == 0 {
+                return Ok(());
+            }
+            // The pattern once, then doubling copies of what is filled.
+            // SAFETY: pageable source memory is staged before the call
+            // returns.
+            let rc = unsafe { (api.cuMemcpyAsync)(dst, pattern.as_ptr() as u64, n, s.raw) };
+            check(api, rc, "cuMemcpyAsync")?;
+            let mut done = n;
+            while done < size {
+                let k = done.min(size - done);
+                // SAFETY: both ranges lie in the `size` bytes at `dst`.
+                let rc = unsafe { (api.cuMemcpyAsync)(dst + done as u64, dst, k, s.raw) };
+                check(api, rc, "cuMemcpyAsync")?;
+                done += k;
+            }
+            CUDA_SUCCESS
+        }
+    };
+    check(api, rc, "cuMemset")
+}
+
+impl Driver for Cuda {
+    fn name(&self) -> &'static str {
+        "CUDA"
+    }
+
+    fn release_event(&self, e: EventH) {
+        events::release(e);
+    }
+
+    fn event_status(&self, e: EventH) -> Result<i32> {
+        events::status(e)
+    }
+
+    fn wait_event(&self, e: EventH) -> Result<i32> {
+        events::wait(e)
+    }
+
+    fn create_user_event(&self, ctx: ContextH) -> Result<EventH> {
+        let api = api()?;
+        if let Some(d) = ctx_of(ctx).devices.first() {
+            make_current(api, d.ctx)?;
+        }
+        Ev::user(api)
+    }
+
+    fn complete_user_event(&self, e: EventH) -> Result<()> {
+        events::complete(e)
+    }
+
+    fn on_end(&self, e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
+        events::on_end(e, f, user)
+    }
+
+    fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64> {
+        events::timestamp(e, which)
+    }
+
+    fn create_context(&self, devices: &[DeviceH]) -> Result<ContextH> {
+        let ordinals: Vec<i32> = devices.iter().map(|d| d.0 as i32).collect();
+        let c = Ctx::create(&ordinals)?;
+        Ok(ContextH(Box::into_raw(Box::new(c)) as usize))
+    }
+
+    fn release_context(&self, ctx: ContextH) {
+        // SAFETY: made by Box::into_raw in `create_context`, released once.
+        drop(unsafe { Box::from_raw(ctx.0 as *mut Ctx) });
+    }
+
+    fn create_queue(&self, ctx: ContextH, dev: DeviceH, timed: bool) -> Result<QueueH> {
+        let d = ctx_of(ctx).device(dev.0 as i32).ok_or_else(|| {
+            Error::invalid(format!("CUDA device {} is not in the context", dev.0))
+        })?;
+        Ok(QueueH(Arc::into_raw(Stream::create(d, timed)?) as usize))
+    }
+
+    fn release_queue(&self, q: QueueH) {
+        // SAFETY: the runtime's one reference, given back once.
+        drop(unsafe { Arc::from_raw(q.0 as *const Stream) });
+    }
+
+    fn flush(&self, _q: QueueH) {
+        // CUDA hands each command to the device as it is enqueued.
+    }
+
+    fn finish(&self, q: QueueH) -> Result<()> {
+        let api = api()?;
+        let s = stream_of(q);
+        make_current(api, s.dev.ctx)?;
+        // SAFETY: a live stream of the current context.
+        let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
+        check(api, rc, "cuStreamSynchronize")
+    }
+
+    fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH> {
+        let mut ev = EventH::NONE;
+        command(q, waits, Some(&mut ev), |_, _| Ok(()))?;
+        Ok(ev)
+    }
+
+    fn usm_alloc(
+        &self,
+        ctx: ContextH,
+        _usm: UsmStrategy,
+        kind: AllocKind,
+        dev: Option<DeviceH>,
+        size: usize,
+        align: usize,
+        _atomics: bool,
+    ) -> Result<usize> {
+        let api = api()?;
+        let c = ctx_of(ctx);
+        let d = match dev {
+            Some(d) => c.device(d.0 as i32),
+            None => c.devices.first().copied(),
+        }
+        .ok_or_else(|| Error::invalid("the USM allocation's device is not in the context"))?;
+        let most = if kind == AllocKind::Host { 4096 } else { 256 };
+        if align > most {
+            return Err(Error::new(
+                Status::FeatureNotSupported,
+                format!(
+                    "{} USM aligned to {align} bytes: the CUDA back end aligns to {most}",
+                    kind.name()
+                ),
+            ));
+        }
+        make_current(api, d.ctx)?;
+        let ptr = match kind {
+            AllocKind::Device | AllocKind::Shared => {
+                let mut p: CUdeviceptr = 0;
+                // SAFETY: `p` is a valid slot; the device's context is current.
+                let rc = unsafe {
+                    if kind == AllocKind::Device {
+                        (api.cuMemAlloc)(&mut p, size)
+                    } else {
+                        (api.cuMemAllocManaged)(&mut p, size, CU_MEM_ATTACH_GLOBAL)
+                    }
+                };
+                check(api, rc, "cuMemAlloc")?;
+                p as usize
+            }
+            AllocKind::Host => {
+                let mut p: *mut c_void = std::ptr::null_mut();
+                let flags = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP;
+                // SAFETY: `p` is a valid slot; a context is current.
+                let rc = unsafe { (api.cuMemHostAlloc)(&mut p, size, flags) };
+                check(api, rc, "cuMemHostAlloc")?;
+                p as usize
+            }
+        };
+        self.allocs.lock().insert(ptr, kind);
+        Ok(ptr)
+    }
+
+    fn usm_free(&self, ctx: ContextH, _usm: UsmStrategy, ptr: usize) {
+        let Some(kind) = self.allocs.lock().remove(&ptr) else {
+            return;
+        };
+        let Ok(api) = api() else { return };
+        if let Some(d) = ctx_of(ctx).devices.first() {
+            if make_current(api, d.ctx).is_err() {
+                return;
+            }
+        }
+        // SAFETY: an allocation this back end made, freed once; CUDA's
+        // free waits for the device's work that may use it.
+        unsafe {
+            match kind {
+                AllocKind::Host => (api.cuMemFreeHost)(ptr as *mut c_void),
+                _ => (api.cuMemFree)(ptr as CUdeviceptr),
+            }
+        };
+    }
+
+    fn build_program(
+        &self,
+        ctx: ContextH,
+        devices: &[(DeviceH, String)],
+        input: ProgramInput<'_>,
+        _options: &str,
+    ) -> Result<ProgramH> {
+        let ProgramInput::Binary(ptx) = input else {
+            return Err(Error::new(
+                Status::FeatureNotSupported,
+                "the CUDA back end builds programs from PTX only (OpenCL C is compiled by NVIDIA's OpenCL first; SPIR-V is not taken)",
+            ));
+        };
+        let list: Vec<(i32, String)> = devices
+            .iter()
+            .map(|(d, l)| (d.0 as i32, l.clone()))
+            .collect();
+        let p = Prog::build(ctx_of(ctx), &list, ptx)
+            .map_err(|e| Error::new(Status::BuildFailure, e.message))?;
+        Ok(ProgramH(Box::into_raw(Box::new(Arc::new(p))) as usize))
+    }
+
+    fn release_program(&self, p: ProgramH) {
+        // SAFETY: made by Box::into_raw in `build_program`, released once.
+        drop(unsafe { Box::from_raw(p.0 as *mut Arc<Prog>) });
+    }
+
+    fn program_binaries(&self, p: ProgramH) -> Result<Vec<Vec<u8>>> {
+        Ok(prog_of(p).ptx.clone())
+    }
+
+    fn build_log(&self, _p: ProgramH, _d: DeviceH) -> String {
+        String::new()
+    }
+
+    fn kernel_names(&self, p: ProgramH) -> Vec<String> {
+        prog_of(p).kernel_names()
+    }
+
+    fn create_kernel(
+        &self,
+        p: ProgramH,
+        name: &str,
+        _usm: UsmStrategy,
+    ) -> Result<(KernelH, u32, String)> {
+        let k = Kern::create(prog_of(p).clone(), name)?;
+        let n = k.entry.params.len() as u32;
+        Ok((
+            KernelH(Box::into_raw(Box::new(k)) as usize),
+            n,
+            name.to_string(),
+        ))
+    }
+
+    fn kernel_facts(&self, k: KernelH, d: DeviceH) -> KernelFacts {
+        let Ok(api) = api() else {
+            return KernelFacts::default();
+        };
+        let kern = kern_of(k);
+        let Some((_, f)) = kern.funcs.iter().find(|(o, _)| *o == d.0 as i32) else {
+            return KernelFacts::default();
+        };
+        KernelFacts {
+            work_group_size: usize::try_from(
+                f.attribute(api, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            )
+            .ok(),
+            static_local_mem: u64::try_from(f.attribute(api, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES))
+                .unwrap_or(0),
+            private_mem: u64::try_from(f.attribute(api, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES))
+                .unwrap_or(0),
+            preferred_multiple: Some(32),
+        }
+    }
+
+    fn release_kernel(&self, k: KernelH) {
+        // SAFETY: made by Box::into_raw in `create_kernel`, released once.
+        drop(unsafe { Box::from_raw(k.0 as *mut Kern) });
+    }
+
+    fn create_mem(&self, ctx: ContextH, size: usize) -> Result<MemH> {
+        let api = api()?;
+        let d = ctx_of(ctx)
+            .devices
+            .first()
+            .copied()
+            .ok_or_else(|| Error::invalid("a context without devices"))?;
+        make_current(api, d.ctx)?;
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: `p` is a valid slot; the context is current.
+        let rc = unsafe { (api.cuMemAlloc)(&mut p, size.max(1)) };
+        check(api, rc, "cuMemAlloc")?;
+        Ok(new_mem(Mem {
+            ptr: p,
+            refs: AtomicUsize::new(1),
+            owner: Some(d.ctx as usize),
+            parent: None,
+        }))
+    }
+
+    fn create_sub_mem(&self, m: MemH, offset: usize, _size: usize) -> Result<MemH> {
+        self.retain_mem(m);
+        Ok(new_mem(Mem {
+            ptr: mem_of(m).ptr + offset as u64,
+            refs: AtomicUsize::new(1),
+            owner: None,
+            parent: Some(m),
+        }))
+    }
+
+    fn create_view(&self, _ctx: ContextH, ptr: usize, _size: usize) -> Option<MemH> {
+        Some(new_mem(Mem {
+            ptr: ptr as u64,
+            refs: AtomicUsize::new(1),
+            owner: None,
+            parent: None,
+        }))
+    }
+
+    fn enqueue_copy(
+        &self,
+        q: QueueH,
+        dst: Side,
+        src: Side,
+        len: usize,
+        blocking: bool,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        command(q, waits, ev, |api, s| {
+            // SAFETY: both sides hold `len` bytes (the runtime's checks);
+            // unified addressing tells host from device memory.
+            let rc = unsafe { (api.cuMemcpyAsync)(addr(&dst), addr(&src), len, s.raw) };
+            check(api, rc, "cuMemcpyAsync")?;
+            if blocking {
+                // SAFETY: a live stream of the current context.
+                let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
+                check(api, rc, "cuStreamSynchronize")?;
+            }
+            Ok(())
+        })
+    }
+
+    fn enqueue_copy_rect(
+        &self,
+        q: QueueH,
+        dst: &RectSide,
+        src: &RectSide,
+        region: [usize; 3],
+        blocking: bool,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        command(q, waits, ev, |api, s| {
+            for z in 0..region[2] {
+                let side = |r: &RectSide| {
+                    let base = addr(&r.side) + ((r.origin[2] + z) * r.slice_pitch) as u64;
+                    (r.origin[0], r.origin[1], base, r.row_pitch)
+                };
+                let (sx, sy, sb, sp) = side(src);
+                let (dx, dy, db, dp) = side(dst);
+                let c = Memcpy2D {
+                    src_x: sx,
+                    src_y: sy,
+                    src_type: CU_MEMORYTYPE_UNIFIED,
+                    src_device: sb,
+                    src_pitch: sp,
+                    dst_x: dx,
+                    dst_y: dy,
+                    dst_type: CU_MEMORYTYPE_UNIFIED,
+                    dst_device: db,
+                    dst_pitch: dp,
+                    width: region[0],
+                    height: region[1],
+                    ..Memcpy2D::default()
+                };
+                // SAFETY: `c` describes rows inside both sides (the
+                // runtime's checks) and is read before the call returns.
+                let rc = unsafe { (api.cuMemcpy2DAsync)(&c, s.raw) };
+                check(api, rc, "cuMemcpy2DAsync")?;
+            }
+            if blocking {
+                // SAFETY: a live stream of the current context.
+                let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
+                check(api, rc, "cuStreamSynchronize")?;
+            }
+            Ok(())
+        })
+    }
+
+    fn enqueue_fill_mem(
+        &self,
+        q: QueueH,
+        m: MemH,
+        offset: usize,
+        pattern: &[u8],
+        len: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        let dst = mem_of(m).ptr + offset as u64;
+        command(q, waits, ev, |api, s| fill(api, s, dst, pattern, len))
+    }
+
+    fn set_kernel_arg(
+        &self,
+        k: KernelH,
+        _usm: UsmStrategy,
+        index: u32,
+        arg: ArgSet<'_>,
+    ) -> Result<()> {
+        kern_of(k).set(index, arg, |m| mem_of(m).ptr)
+    }
+
+    fn retain_mem(&self, m: MemH) {
+        mem_of(m).refs.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn release_mem(&self, m: MemH) {
+        if mem_of(m).refs.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        // SAFETY: the last reference: made by Box::into_raw in `new_mem`.
+        let mem = unsafe { Box::from_raw(m.0 as *mut Mem) };
+        if let Some(p) = mem.parent {
+            self.release_mem(p);
+        }
+        if let (Some(ctx), Ok(api)) = (mem.owner, api()) {
+            if make_current(api, ctx as super::loader::CUcontext).is_ok() {
+                // SAFETY: allocated in `create_mem`, freed once; CUDA's
+                // free waits for the device's work that may use it.
+                unsafe { (api.cuMemFree)(mem.ptr) };
+            }
+        }
+    }
+
+    fn enqueue_kernel(
+        &self,
+        q: QueueH,
+        k: KernelH,
+        name: &str,
+        _local_args: bool,
+        range: &NdRange,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        let kern = kern_of(k);
+        let s = stream_of(q);
+        let (f, args) = kern.prepare(s.dev.ordinal)?;
+        let local = match range.local {
+            Some(l) => l,
+            None => auto_local(range.dims, range.global, 256, [1024, 1024, 64]),
+        };
+        let g = groups(range.global, local, range.dims)?;
+        let u32_of = |v: usize, what: &str| {
+            u32::try_from(v)
+                .map_err(|_| Error::invalid(format!("{what} {v} of kernel '{name}' is above 2^32")))
+        };
+        let shape = Shape {
+            groups: g,
+            local: [
+                u32_of(local[0], "work-group size")?,
+                u32_of(local[1], "work-group size")?,
+                u32_of(local[2], "work-group size")?,
+            ],
+            offset: [
+                u32_of(range.offset[0], "offset")?,
+                u32_of(range.offset[1], "offset")?,
+                u32_of(range.offset[2], "offset")?,
+            ],
+            dims: range.dims,
+        };
+        let list: Vec<Arg> = args.iter().map(|a| a.as_arg()).collect();
+        command(q, waits, ev, |api, s| {
+            launch(api, f, &list, shape, LaunchStream(s.raw)).map_err(|e| {
+                Error::new(
+                    e.status,
+                    format!("launching kernel '{name}': {}", e.message),
+                )
+            })
+        })
+    }
+
+    fn enqueue_memcpy(
+        &self,
+        q: QueueH,
+        _usm: UsmStrategy,
+        dst: usize,
+        src: usize,
+        size: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        command(q, waits, ev, |api, s| {
+            // SAFETY: both sides hold `size` bytes (the runtime's checks);
+            // unified addressing tells host from device memory.
+            let rc = unsafe { (api.cuMemcpyAsync)(dst as u64, src as u64, size, s.raw) };
+            check(api, rc, "cuMemcpyAsync")
+        })
+    }
+
+    fn enqueue_fill(
+        &self,
+        q: QueueH,
+        _usm: UsmStrategy,
+        dst: usize,
+        pattern: &[u8],
+        size: usize,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        command(q, waits, ev, |api, s| {
+            fill(api, s, dst as u64, pattern, size)
+        })
+    }
+
+    fn can_migrate(&self, _usm: UsmStrategy) -> bool {
+        true
+    }
+
+    fn enqueue_migrate(
+        &self,
+        q: QueueH,
+        _usm: UsmStrategy,
+        ptr: usize,
+        size: usize,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool> {
+        let kind = self.allocs.lock().get(&ptr).copied();
+        if kind != Some(AllocKind::Shared) {
+            return Ok(false);
+        }
+        command(q, waits, Some(ev), |api, s| {
+            let to = MemLocation {
+                kind: CU_MEM_LOCATION_TYPE_DEVICE,
+                id: s.dev.ordinal,
+            };
+            // SAFETY: managed memory this back end allocated, `size`
+            // bytes (the runtime's checks).
+            let rc = unsafe { (api.cuMemPrefetchAsync)(ptr as u64, size, to, 0, s.raw) };
+            check(api, rc, "cuMemPrefetchAsync")
+        })?;
+        Ok(true)
+    }
+
+    fn can_advise(&self, _usm: UsmStrategy) -> bool {
+        false
+    }
+
+    fn enqueue_advise(
+        &self,
+        _q: QueueH,
+        _usm: UsmStrategy,
+        _ptr: usize,
+        _size: usize,
+        _advice: u32,
+        _waits: &[EventH],
+        _ev: &mut EventH,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+}

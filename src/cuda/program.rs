@@ -1,0 +1,268 @@
+//! The CUDA back end's programs (NVIDIA OpenCL's PTX, translated and
+//! loaded on each device) and kernels (a function per device and the
+//! arguments set on it), with what a launch of them needs: arguments
+//! checked against the kernel's, and a work-group shape where the caller
+//! gave none.
+
+use super::loader::api;
+use super::module::{Arg, Function, Module};
+use super::ptx::{Entry, Param};
+use super::state::{make_current, Ctx};
+use crate::backend::ArgSet;
+use crate::core::error::{Error, Result, Status};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A program: the PTX it was built from (one per device) and the module
+/// loaded from it on each device.
+pub struct Prog {
+    pub ptx: Vec<Vec<u8>>,
+    pub modules: Vec<(i32, Module)>,
+}
+
+impl Prog {
+    /// Loads `ptx` on each of `ordinals` of `ctx`; a device that refuses
+    /// it fails the build, with the reason and the device's label.
+    pub fn build(ctx: &Ctx, devices: &[(i32, String)], ptx: &[u8]) -> Result<Prog> {
+        let api = api()?;
+        let text = String::from_utf8_lossy(ptx)
+            .trim_end_matches('\0')
+            .to_string();
+        let mut modules = Vec::with_capacity(devices.len());
+        for (ordinal, label) in devices {
+            let dev = ctx.device(*ordinal).ok_or_else(|| {
+                Error::invalid(format!("device {label} is not in the program's context"))
+            })?;
+            make_current(api, dev.ctx)?;
+            let m = Module::load(api, &text).map_err(|e| {
+                Error::new(
+                    e.status,
+                    format!("building for device {label}: {}", e.message),
+                )
+            })?;
+            modules.push((*ordinal, m));
+        }
+        Ok(Prog {
+            ptx: vec![ptx.to_vec(); devices.len()],
+            modules,
+        })
+    }
+
+    /// The kernels' names, in the order the module declares them.
+    pub fn kernel_names(&self) -> Vec<String> {
+        self.modules
+            .first()
+            .map(|(_, m)| m.entries.iter().map(|e| e.name.clone()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// One argument as set on a kernel.
+#[derive(Clone, Debug)]
+enum Val {
+    Bytes(Vec<u8>),
+    Pointer(u64),
+    Local(usize),
+}
+
+/// A kernel: its function on each device of its program, and the
+/// arguments set on it (each kept until set again).
+pub struct Kern {
+    pub prog: Arc<Prog>,
+    pub name: String,
+    pub funcs: Vec<(i32, Function)>,
+    pub entry: Entry,
+    args: Mutex<Vec<Option<Val>>>,
+}
+
+impl Kern {
+    /// Kernel `name` of `prog`.
+    pub fn create(prog: Arc<Prog>, name: &str) -> Result<Kern> {
+        let mut funcs = Vec::with_capacity(prog.modules.len());
+        for (ordinal, m) in &prog.modules {
+            funcs.push((*ordinal, m.function(name)?));
+        }
+        let entry = funcs.first().map(|(_, f)| f.entry.clone()).ok_or_else(|| {
+            Error::new(
+                Status::KernelNotFound,
+                format!("no kernel named '{name}': the program has no device"),
+            )
+        })?;
+        Ok(Kern {
+            args: Mutex::new(vec![None; entry.params.len()]),
+            prog,
+            name: name.to_string(),
+            funcs,
+            entry,
+        })
+    }
+
+    /// Sets argument `index` (`ptr_of` turns a memory object into its
+    /// address). A value the kernel cannot take is
+    /// `Status::KernelArguments`, with only the reason.
+    pub fn set(
+        &self,
+        index: u32,
+        arg: ArgSet<'_>,
+        ptr_of: impl Fn(crate::backend::MemH) -> u64,
+    ) -> Result<()> {
+        let i = index as usize;
+        let p = self.entry.params.get(i).ok_or_else(|| {
+            Error::new(
+                Status::KernelArguments,
+                format!("the kernel takes {} arguments", self.entry.params.len()),
+            )
+        })?;
+        let wrong = |what: &str| Error::new(Status::KernelArguments, what.to_string());
+        let v = match (p, arg) {
+            (Param::Value(n), ArgSet::Bytes(b)) if *n == b.len() => Val::Bytes(b.to_vec()),
+            (Param::Value(n), ArgSet::Bytes(b)) => {
+                return Err(wrong(&format!(
+                    "it takes {n} bytes by value, {} were given",
+                    b.len()
+                )))
+            }
+            (Param::Pointer, ArgSet::Bytes(b)) if b.len() == 8 => {
+                Val::Pointer(u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+            }
+            (Param::Pointer | Param::Value(8), ArgSet::Usm(a)) => Val::Pointer(a as u64),
+            (Param::Pointer | Param::Value(8), ArgSet::Mem(m)) => Val::Pointer(ptr_of(m)),
+            (Param::Local(_), ArgSet::Local(n)) if n > 0 => Val::Local(n),
+            (Param::Local(_), ArgSet::Local(_)) => {
+                return Err(wrong("group-local memory of 0 bytes"))
+            }
+            (Param::Local(_), _) => return Err(wrong("it takes group-local memory (a size)")),
+            (_, ArgSet::Local(_)) => return Err(wrong("it takes no group-local memory")),
+            (Param::Value(n), _) => return Err(wrong(&format!("it takes {n} bytes by value"))),
+            (Param::Pointer, _) => return Err(wrong("it takes a device address")),
+        };
+        self.args.lock()[i] = Some(v);
+        Ok(())
+    }
+
+    /// The function for device `ordinal`, and the arguments set now (each
+    /// must be).
+    pub fn prepare(&self, ordinal: i32) -> Result<(&Function, Vec<OwnedArg>)> {
+        let f = self
+            .funcs
+            .iter()
+            .find(|(o, _)| *o == ordinal)
+            .map(|(_, f)| f)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "kernel '{}' was not built for the queue's device",
+                    self.name
+                ))
+            })?;
+        let args = self.args.lock();
+        let mut out = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            out.push(match a {
+                Some(Val::Bytes(b)) => OwnedArg::Bytes(b.clone()),
+                Some(Val::Pointer(p)) => OwnedArg::Pointer(*p),
+                Some(Val::Local(n)) => OwnedArg::Local(*n),
+                None => {
+                    return Err(Error::new(
+                        Status::KernelArguments,
+                        format!("argument {i} of kernel '{}' is not set", self.name),
+                    ))
+                }
+            });
+        }
+        Ok((f, out))
+    }
+}
+
+/// An argument copied out of a kernel for one launch.
+pub enum OwnedArg {
+    Bytes(Vec<u8>),
+    Pointer(u64),
+    Local(usize),
+}
+
+impl OwnedArg {
+    pub fn as_arg(&self) -> Arg<'_> {
+        match self {
+            OwnedArg::Bytes(b) => Arg::Bytes(b),
+            OwnedArg::Pointer(p) => Arg::Pointer(*p),
+            OwnedArg::Local(n) => Arg::Local(*n),
+        }
+    }
+}
+
+/// Work-items per group for a range of `global` items in `dims`
+/// dimensions when the caller gave none: in each dimension the largest
+/// divisor of its size that keeps the group within `max_items` in all
+/// and `max_dim` in that dimension.
+pub fn auto_local(
+    dims: u32,
+    global: [usize; 3],
+    max_items: usize,
+    max_dim: [usize; 3],
+) -> [usize; 3] {
+    let mut local = [1usize; 3];
+    let mut room = max_items.max(1);
+    for d in 0..(dims as usize).min(3) {
+        let cap = room.min(max_dim[d].max(1)).min(global[d].max(1));
+        let l = (1..=cap).rev().find(|l| global[d] % l == 0).unwrap_or(1);
+        local[d] = l;
+        room /= l;
+    }
+    local
+}
+
+/// The number of groups in each dimension, or why `local` does not
+/// divide `global`.
+pub fn groups(global: [usize; 3], local: [usize; 3], dims: u32) -> Result<[u32; 3]> {
+    let mut g = [1u32; 3];
+    for d in 0..(dims as usize).min(3) {
+        if local[d] == 0 || global[d] % local[d] != 0 {
+            return Err(Error::new(
+                Status::InvalidWorkGroup,
+                format!(
+                    "work-group size {} does not divide the global size {} in dimension {d}",
+                    local[d], global[d]
+                ),
+            ));
+        }
+        g[d] = u32::try_from(global[d] / local[d]).map_err(|_| {
+            Error::new(
+                Status::InvalidWorkGroup,
+                format!("{} groups in dimension {d}", global[d] / local[d]),
+            )
+        })?;
+    }
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn automatic_groups_divide_the_range() {
+        assert_eq!(auto_local(1, [1000, 1, 1], 256, [1024; 3]), [250, 1, 1]);
+        assert_eq!(auto_local(1, [1 << 20, 1, 1], 256, [1024; 3]), [256, 1, 1]);
+        assert_eq!(auto_local(2, [64, 64, 1], 256, [1024; 3]), [64, 4, 1]);
+        assert_eq!(auto_local(3, [7, 5, 3], 256, [1024, 1024, 64]), [7, 5, 3]);
+        assert_eq!(auto_local(1, [509, 1, 1], 256, [1024; 3]), [1, 1, 1]);
+    }
+
+    #[test]
+    fn groups_are_counted_or_refused() {
+        assert_eq!(
+            groups([1024, 8, 1], [256, 2, 1], 2).map_err(|e| e.message),
+            Ok([4, 4, 1])
+        );
+        let e = groups([1000, 1, 1], [256, 1, 1], 1)
+            .err()
+            .map(|e| (e.status, e.message));
+        assert_eq!(
+            e,
+            Some((
+                Status::InvalidWorkGroup,
+                "work-group size 256 does not divide the global size 1000 in dimension 0".into()
+            ))
+        );
+    }
+}

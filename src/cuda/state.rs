@@ -1,0 +1,167 @@
+//! The CUDA back end's contexts and streams, and which CUDA context is
+//! current on each thread: a Syrah context is the primary contexts of its
+//! devices, and a Syrah queue lane is a stream of one of them, with a
+//! reference event that timestamps are measured from.
+//!
+//! CUDA handles are opaque identifiers that only the driver interprets,
+//! so passing them on is not a dereference by this code.
+
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use super::loader::{api, check, Api, CUcontext, CUevent, CUstream, CU_STREAM_NON_BLOCKING};
+use crate::core::error::Result;
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Instant;
+
+thread_local! {
+    /// The context this thread last made current.
+    static CURRENT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Makes `ctx` current on this thread (a CUDA call is only made when it
+/// is not already).
+pub fn make_current(api: &Api, ctx: CUcontext) -> Result<()> {
+    if CURRENT.with(Cell::get) == ctx as usize {
+        return Ok(());
+    }
+    // SAFETY: `ctx` is a retained primary context.
+    let rc = unsafe { (api.cuCtxSetCurrent)(ctx) };
+    check(api, rc, "cuCtxSetCurrent")?;
+    CURRENT.with(|c| c.set(ctx as usize));
+    Ok(())
+}
+
+/// The nanoseconds since the process's first use of this clock: the
+/// host's reading that device timestamps are put on.
+pub fn host_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A device of a context: its ordinal and retained primary context.
+#[derive(Clone, Copy, Debug)]
+pub struct DevCtx {
+    pub ordinal: i32,
+    pub ctx: CUcontext,
+}
+
+/// A Syrah context on the CUDA back end.
+pub struct Ctx {
+    pub devices: Vec<DevCtx>,
+}
+
+// SAFETY: CUDA contexts are process-wide handles usable from any thread.
+unsafe impl Send for Ctx {}
+// SAFETY: as above; the list is not changed after creation.
+unsafe impl Sync for Ctx {}
+
+impl Ctx {
+    /// Retains the primary context of each of `ordinals`.
+    pub fn create(ordinals: &[i32]) -> Result<Ctx> {
+        let api = api()?;
+        let mut devices = Vec::with_capacity(ordinals.len());
+        for &ordinal in ordinals {
+            let mut ctx: CUcontext = std::ptr::null_mut();
+            // SAFETY: `ctx` is a valid slot; `ordinal` came from discovery.
+            let rc = unsafe { (api.cuDevicePrimaryCtxRetain)(&mut ctx, ordinal) };
+            if let Err(e) = check(api, rc, "cuDevicePrimaryCtxRetain") {
+                Ctx { devices }.release(api);
+                return Err(e);
+            }
+            devices.push(DevCtx { ordinal, ctx });
+        }
+        Ok(Ctx { devices })
+    }
+
+    /// The device `ordinal` of this context.
+    pub fn device(&self, ordinal: i32) -> Option<DevCtx> {
+        self.devices.iter().copied().find(|d| d.ordinal == ordinal)
+    }
+
+    fn release(&self, api: &Api) {
+        for d in &self.devices {
+            // SAFETY: retained once in `create`, released once here.
+            unsafe { (api.cuDevicePrimaryCtxRelease)(d.ordinal) };
+        }
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        if let Ok(api) = api() {
+            self.release(api);
+        }
+    }
+}
+
+/// A stream, destroyed when the last of its queue and its commands'
+/// events lets go of it.
+pub struct Stream {
+    pub raw: CUstream,
+    pub dev: DevCtx,
+    pub timed: bool,
+    /// Recorded when the stream was made (timed streams): timestamps are
+    /// `base_ns` plus the time from it.
+    pub reference: CUevent,
+    pub base_ns: u64,
+}
+
+// SAFETY: CUDA streams and events may be used from any thread whose
+// current context is theirs, which every user makes so first.
+unsafe impl Send for Stream {}
+// SAFETY: as above; the fields are not changed after creation.
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    /// A new non-blocking stream of `dev`.
+    pub fn create(dev: DevCtx, timed: bool) -> Result<Arc<Stream>> {
+        let api = api()?;
+        make_current(api, dev.ctx)?;
+        let mut raw: CUstream = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid slot; the context is current.
+        let rc = unsafe { (api.cuStreamCreate)(&mut raw, CU_STREAM_NON_BLOCKING) };
+        check(api, rc, "cuStreamCreate")?;
+        let mut s = Stream {
+            raw,
+            dev,
+            timed,
+            reference: std::ptr::null_mut(),
+            base_ns: 0,
+        };
+        if timed {
+            let mut ev: CUevent = std::ptr::null_mut();
+            // SAFETY: `ev` is a valid slot; default flags keep timing.
+            let rc = unsafe { (api.cuEventCreate)(&mut ev, 0) };
+            check(api, rc, "cuEventCreate")?;
+            s.reference = ev;
+            // SAFETY: a live event and stream of the current context.
+            let rc = unsafe { (api.cuEventRecord)(ev, raw) };
+            check(api, rc, "cuEventRecord")?;
+            // SAFETY: as above.
+            let rc = unsafe { (api.cuEventSynchronize)(ev) };
+            check(api, rc, "cuEventSynchronize")?;
+            s.base_ns = host_ns();
+        }
+        Ok(Arc::new(s))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let Ok(api) = api() else { return };
+        if make_current(api, self.dev.ctx).is_err() {
+            return;
+        }
+        // SAFETY: the stream and its reference event were made in
+        // `create` and are destroyed once; work still on the stream
+        // completes first.
+        unsafe {
+            if !self.reference.is_null() {
+                (api.cuEventDestroy)(self.reference);
+            }
+            (api.cuStreamDestroy)(self.raw);
+        }
+    }
+}
