@@ -12,11 +12,12 @@
 
 use super::events::{self, Ev};
 use super::loader::{
-    api, check, Api, CUdeviceptr, MemLocation, Memcpy2D, CUDA_SUCCESS,
-    CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE,
-    CU_MEMORYTYPE_UNIFIED, CU_MEM_ATTACH_GLOBAL, CU_MEM_LOCATION_TYPE_DEVICE,
+    api, check, Api, CUdeviceptr, MemLocation, Memcpy2D, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+    CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_UNIFIED,
+    CU_MEM_ATTACH_GLOBAL, CU_MEM_LOCATION_TYPE_DEVICE,
 };
+use super::memory::{self, addr, fill, mem_of, new_mem, Mem};
 use super::module::{launch, Arg, Shape, Stream as LaunchStream};
 use super::program::{auto_local, groups, Kern, Prog};
 use super::state::{make_current, Ctx, Stream};
@@ -48,15 +49,6 @@ impl Cuda {
             allocs: Mutex::new(HashMap::new()),
         })
     }
-}
-
-/// A memory object: `size` bytes at `ptr`, owned (freed when the last
-/// reference goes) or a view over memory someone else owns.
-struct Mem {
-    ptr: CUdeviceptr,
-    refs: AtomicUsize,
-    owner: Option<usize>,
-    parent: Option<MemH>,
 }
 
 fn ctx_of(c: ContextH) -> &'static Ctx {
@@ -91,22 +83,6 @@ fn kern_of(k: KernelH) -> &'static Kern {
     unsafe { &*(k.0 as *const Kern) }
 }
 
-fn mem_of(m: MemH) -> &'static Mem {
-    // SAFETY: made by Box::into_raw here; alive while referenced.
-    unsafe { &*(m.0 as *const Mem) }
-}
-
-fn new_mem(m: Mem) -> MemH {
-    MemH(Box::into_raw(Box::new(m)) as usize)
-}
-
-fn addr(s: &Side) -> u64 {
-    match s.mem {
-        Some(m) => mem_of(m).ptr + s.at as u64,
-        None => s.at as u64,
-    }
-}
-
 /// Runs one command on `q`: after `waits`, `body` enqueues it, and its
 /// event goes to `ev` when asked for.
 fn command(
@@ -134,59 +110,6 @@ fn command(
     }
     *slot = Ev::record(api, &stream_arc(q), start, now)?;
     Ok(())
-}
-
-/// Fills `size` bytes at `dst` on `s` with `pattern`, repeated.
-fn fill(api: &Api, s: &Stream, dst: u64, pattern: &[u8], size: usize) -> Result<()> {
-    let n = pattern.len();
-    if n == 0 || size % n != 0 {
-        return Err(Error::invalid(format!(
-            "a fill of {size} bytes with a pattern of {n} bytes"
-        )));
-    }
-    let rc = match n {
-        // SAFETY: `dst` holds `size` bytes on the stream's device (this
-        // and the next two).
-        1 => unsafe { (api.cuMemsetD8Async)(dst, pattern[0], size, s.raw) },
-        // SAFETY: as above.
-        2 => unsafe {
-            (api.cuMemsetD16Async)(
-                dst,
-                u16::from_ne_bytes([pattern[0], pattern[1]]),
-                size / 2,
-                s.raw,
-            )
-        },
-        // SAFETY: as above.
-        4 => unsafe {
-            (api.cuMemsetD32Async)(
-                dst,
-                u32::from_ne_bytes([pattern[0], pattern[1], pattern[2], pattern[3]]),
-                size / 4,
-                s.raw,
-            )
-        },
-        _ => {
-            if size == 0 {
-                return Ok(());
-            }
-            // The pattern once, then doubling copies of what is filled.
-            // SAFETY: pageable source memory is staged before the call
-            // returns.
-            let rc = unsafe { (api.cuMemcpyAsync)(dst, pattern.as_ptr() as u64, n, s.raw) };
-            check(api, rc, "cuMemcpyAsync")?;
-            let mut done = n;
-            while done < size {
-                let k = done.min(size - done);
-                // SAFETY: both ranges lie in the `size` bytes at `dst`.
-                let rc = unsafe { (api.cuMemcpyAsync)(dst + done as u64, dst, k, s.raw) };
-                check(api, rc, "cuMemcpyAsync")?;
-                done += k;
-            }
-            CUDA_SUCCESS
-        }
-    };
-    check(api, rc, "cuMemset")
 }
 
 impl Driver for Cuda {
@@ -562,21 +485,7 @@ impl Driver for Cuda {
     }
 
     fn release_mem(&self, m: MemH) {
-        if mem_of(m).refs.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
-        }
-        // SAFETY: the last reference: made by Box::into_raw in `new_mem`.
-        let mem = unsafe { Box::from_raw(m.0 as *mut Mem) };
-        if let Some(p) = mem.parent {
-            self.release_mem(p);
-        }
-        if let (Some(ctx), Ok(api)) = (mem.owner, api()) {
-            if make_current(api, ctx as super::loader::CUcontext).is_ok() {
-                // SAFETY: allocated in `create_mem`, freed once; CUDA's
-                // free waits for the device's work that may use it.
-                unsafe { (api.cuMemFree)(mem.ptr) };
-            }
-        }
+        memory::release(m);
     }
 
     fn enqueue_kernel(

@@ -7,6 +7,7 @@ pub mod devices;
 pub mod driver;
 pub mod events;
 pub mod loader;
+pub mod memory;
 pub mod module;
 pub mod program;
 pub mod ptx;

@@ -12,7 +12,6 @@ pub(crate) mod linger;
 pub mod pinned;
 pub(crate) mod pinned_blocks;
 pub mod platform;
-pub mod platform_cuda;
 pub mod program;
 pub mod queue;
 pub mod staging;
