@@ -11,11 +11,12 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use super::events::{self, Ev};
+use super::hostcopy::{self, Rect};
 use super::loader::{
-    api, check, Api, CUdeviceptr, MemLocation, Memcpy2D, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+    api, check, Api, CUdeviceptr, MemLocation, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
     CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-    CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_UNIFIED,
-    CU_MEM_ATTACH_GLOBAL, CU_MEM_LOCATION_TYPE_DEVICE,
+    CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEM_ATTACH_GLOBAL,
+    CU_MEM_LOCATION_TYPE_DEVICE,
 };
 use super::memory::{self, addr, fill, mem_of, new_mem, Mem};
 use super::module::{launch, Arg, Shape, Stream as LaunchStream};
@@ -37,8 +38,9 @@ use std::sync::Arc;
 
 /// The CUDA back end (one for all CUDA devices).
 pub struct Cuda {
-    /// What each USM allocation is, for freeing it.
-    allocs: Mutex<HashMap<usize, AllocKind>>,
+    /// What each USM allocation is and where CUDA's allocation starts
+    /// (before it, for an alignment CUDA does not give), for freeing it.
+    allocs: Mutex<HashMap<usize, (AllocKind, usize)>>,
 }
 
 impl Cuda {
@@ -208,26 +210,28 @@ impl Driver for Cuda {
             None => c.devices.first().copied(),
         }
         .ok_or_else(|| Error::invalid("the USM allocation's device is not in the context"))?;
-        let most = if kind == AllocKind::Host { 4096 } else { 256 };
-        if align > most {
-            return Err(Error::new(
-                Status::FeatureNotSupported,
-                format!(
-                    "{} USM aligned to {align} bytes: the CUDA back end aligns to {most}",
-                    kind.name()
-                ),
-            ));
+        // CUDA aligns device and managed memory to 256 bytes and host
+        // memory to pages; more is had by allocating more.
+        let native = if kind == AllocKind::Host { 4096 } else { 256 };
+        if align != 0 && !align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "USM alignment {align} is not a power of two"
+            )));
         }
+        let extra = if align > native { align } else { 0 };
+        let total = size.checked_add(extra).ok_or_else(|| {
+            Error::invalid(format!("USM allocation of {size} bytes aligned to {align}"))
+        })?;
         make_current(api, d.ctx)?;
-        let ptr = match kind {
+        let base = match kind {
             AllocKind::Device | AllocKind::Shared => {
                 let mut p: CUdeviceptr = 0;
                 // SAFETY: `p` is a valid slot; the device's context is current.
                 let rc = unsafe {
                     if kind == AllocKind::Device {
-                        (api.cuMemAlloc)(&mut p, size)
+                        (api.cuMemAlloc)(&mut p, total)
                     } else {
-                        (api.cuMemAllocManaged)(&mut p, size, CU_MEM_ATTACH_GLOBAL)
+                        (api.cuMemAllocManaged)(&mut p, total, CU_MEM_ATTACH_GLOBAL)
                     }
                 };
                 check(api, rc, "cuMemAlloc")?;
@@ -237,17 +241,22 @@ impl Driver for Cuda {
                 let mut p: *mut c_void = std::ptr::null_mut();
                 let flags = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP;
                 // SAFETY: `p` is a valid slot; a context is current.
-                let rc = unsafe { (api.cuMemHostAlloc)(&mut p, size, flags) };
+                let rc = unsafe { (api.cuMemHostAlloc)(&mut p, total, flags) };
                 check(api, rc, "cuMemHostAlloc")?;
                 p as usize
             }
         };
-        self.allocs.lock().insert(ptr, kind);
+        let ptr = if extra > 0 {
+            base.next_multiple_of(align)
+        } else {
+            base
+        };
+        self.allocs.lock().insert(ptr, (kind, base));
         Ok(ptr)
     }
 
     fn usm_free(&self, ctx: ContextH, _usm: UsmStrategy, ptr: usize) {
-        let Some(kind) = self.allocs.lock().remove(&ptr) else {
+        let Some((kind, base)) = self.allocs.lock().remove(&ptr) else {
             return;
         };
         let Ok(api) = api() else { return };
@@ -260,8 +269,8 @@ impl Driver for Cuda {
         // free waits for the device's work that may use it.
         unsafe {
             match kind {
-                AllocKind::Host => (api.cuMemFreeHost)(ptr as *mut c_void),
-                _ => (api.cuMemFree)(ptr as CUdeviceptr),
+                AllocKind::Host => (api.cuMemFreeHost)(base as *mut c_void),
+                _ => (api.cuMemFree)(base as CUdeviceptr),
             }
         };
     }
@@ -396,10 +405,7 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         command(q, waits, ev, |api, s| {
-            // SAFETY: both sides hold `len` bytes (the runtime's checks);
-            // unified addressing tells host from device memory.
-            let rc = unsafe { (api.cuMemcpyAsync)(addr(&dst), addr(&src), len, s.raw) };
-            check(api, rc, "cuMemcpyAsync")?;
+            hostcopy::copy(api, s, addr(&dst), addr(&src), len)?;
             if blocking {
                 // SAFETY: a live stream of the current context.
                 let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
@@ -419,34 +425,15 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
+        let rect = |r: &RectSide| Rect {
+            base: addr(&r.side),
+            origin: r.origin,
+            row: r.row_pitch,
+            slice: r.slice_pitch,
+        };
+        let (d, sr) = (rect(dst), rect(src));
         command(q, waits, ev, |api, s| {
-            for z in 0..region[2] {
-                let side = |r: &RectSide| {
-                    let base = addr(&r.side) + ((r.origin[2] + z) * r.slice_pitch) as u64;
-                    (r.origin[0], r.origin[1], base, r.row_pitch)
-                };
-                let (sx, sy, sb, sp) = side(src);
-                let (dx, dy, db, dp) = side(dst);
-                let c = Memcpy2D {
-                    src_x: sx,
-                    src_y: sy,
-                    src_type: CU_MEMORYTYPE_UNIFIED,
-                    src_device: sb,
-                    src_pitch: sp,
-                    dst_x: dx,
-                    dst_y: dy,
-                    dst_type: CU_MEMORYTYPE_UNIFIED,
-                    dst_device: db,
-                    dst_pitch: dp,
-                    width: region[0],
-                    height: region[1],
-                    ..Memcpy2D::default()
-                };
-                // SAFETY: `c` describes rows inside both sides (the
-                // runtime's checks) and is read before the call returns.
-                let rc = unsafe { (api.cuMemcpy2DAsync)(&c, s.raw) };
-                check(api, rc, "cuMemcpy2DAsync")?;
-            }
+            hostcopy::copy_rect(api, s, d, sr, region)?;
             if blocking {
                 // SAFETY: a live stream of the current context.
                 let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
@@ -546,10 +533,7 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         command(q, waits, ev, |api, s| {
-            // SAFETY: both sides hold `size` bytes (the runtime's checks);
-            // unified addressing tells host from device memory.
-            let rc = unsafe { (api.cuMemcpyAsync)(dst as u64, src as u64, size, s.raw) };
-            check(api, rc, "cuMemcpyAsync")
+            hostcopy::copy(api, s, dst as u64, src as u64, size)
         })
     }
 
@@ -581,7 +565,7 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: &mut EventH,
     ) -> Result<bool> {
-        let kind = self.allocs.lock().get(&ptr).copied();
+        let kind = self.allocs.lock().get(&ptr).map(|a| a.0);
         if kind != Some(AllocKind::Shared) {
             return Ok(false);
         }
@@ -599,19 +583,35 @@ impl Driver for Cuda {
     }
 
     fn can_advise(&self, _usm: UsmStrategy) -> bool {
-        false
+        true
     }
 
+    /// Advice is CUDA's `CUmem_advise` (1 to 6) for shared memory; other
+    /// values and memory are not taken.
     fn enqueue_advise(
         &self,
-        _q: QueueH,
+        q: QueueH,
         _usm: UsmStrategy,
-        _ptr: usize,
-        _size: usize,
-        _advice: u32,
-        _waits: &[EventH],
-        _ev: &mut EventH,
+        ptr: usize,
+        size: usize,
+        advice: u32,
+        waits: &[EventH],
+        ev: &mut EventH,
     ) -> Result<bool> {
-        Ok(false)
+        let shared = self.allocs.lock().get(&ptr).map(|a| a.0) == Some(AllocKind::Shared);
+        if !shared || !(1..=6).contains(&advice) {
+            return Ok(false);
+        }
+        command(q, waits, Some(ev), |api, s| {
+            let at = MemLocation {
+                kind: CU_MEM_LOCATION_TYPE_DEVICE,
+                id: s.dev.ordinal,
+            };
+            // SAFETY: managed memory this back end allocated, `size`
+            // bytes (the runtime's checks); advice applies at once.
+            let rc = unsafe { (api.cuMemAdvise)(ptr as u64, size, advice as i32, at) };
+            check(api, rc, "cuMemAdvise")
+        })?;
+        Ok(true)
     }
 }

@@ -132,6 +132,8 @@ cuda_table! {
     cuMemcpy2DAsync = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, CUstream);
     cuMemPrefetchAsync = "cuMemPrefetchAsync_v2": fn(CUdeviceptr, usize, MemLocation, c_uint, CUstream);
     cuDeviceGetPCIBusId = "cuDeviceGetPCIBusId": fn(*mut c_char, i32, CUdevice);
+    cuPointerGetAttribute = "cuPointerGetAttribute": fn(*mut c_void, i32, CUdeviceptr);
+    cuMemAdvise = "cuMemAdvise_v2": fn(CUdeviceptr, usize, i32, MemLocation);
 }
 
 /// A host function a stream runs in order (`cuLaunchHostFunc`); it must
@@ -147,7 +149,9 @@ pub struct MemLocation {
 }
 
 pub const CU_MEM_LOCATION_TYPE_DEVICE: i32 = 1;
+pub const CU_MEMORYTYPE_HOST: u32 = 1;
 pub const CU_MEMORYTYPE_UNIFIED: u32 = 4;
+pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: i32 = 2;
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 1;
 pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 2;
 pub const CU_MEM_ATTACH_GLOBAL: c_uint = 1;

@@ -82,9 +82,13 @@ impl Module {
             .iter()
             .find(|e| e.name == name)
             .ok_or_else(|| {
+                let names: Vec<&str> = self.entries.iter().map(|e| e.name.as_str()).collect();
                 Error::new(
                     Status::KernelNotFound,
-                    format!("no kernel named '{name}' in the module"),
+                    format!(
+                        "no kernel named '{name}' in the program (its kernels: {})",
+                        names.join(", ")
+                    ),
                 )
             })?;
         let cname =

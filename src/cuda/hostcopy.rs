@@ -1,0 +1,319 @@
+//! Copies on a stream, kept in stream order also where they touch ordinary
+//! (pageable) host memory. CUDA reads pageable memory when such a copy is
+//! enqueued and writes it while the caller waits, not when the stream
+//! reaches the copy, so a command the copy waits for (a host task, another
+//! device's copy into that memory) would be overtaken. Here such a copy
+//! goes through a pinned bounce block, and its host side is a host
+//! function that the stream runs in order (plain memory copies, no CUDA
+//! call).
+
+use super::loader::{
+    check, Api, CUdeviceptr, Memcpy2D, CUDA_SUCCESS, CU_MEMHOSTALLOC_PORTABLE,
+    CU_MEMORYTYPE_UNIFIED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+};
+use super::state::Stream;
+use crate::core::error::Result;
+use parking_lot::Mutex;
+use std::ffi::c_void;
+
+/// One side of a rectangle copy: its base address, the rectangle's
+/// origin there (bytes, rows, slices) and the pitches in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rect {
+    pub base: u64,
+    pub origin: [usize; 3],
+    pub row: usize,
+    pub slice: usize,
+}
+
+impl Rect {
+    /// The address of row `y` of slice `z` of the rectangle.
+    fn row_at(&self, y: usize, z: usize) -> u64 {
+        self.base
+            + ((self.origin[2] + z) * self.slice + (self.origin[1] + y) * self.row + self.origin[0])
+                as u64
+    }
+
+    /// A rectangle of `region` packed densely at `base`.
+    fn dense(base: u64, region: [usize; 3]) -> Rect {
+        Rect {
+            base,
+            origin: [0; 3],
+            row: region[0],
+            slice: region[0] * region[1],
+        }
+    }
+}
+
+/// Whether `addr` is host memory CUDA does not know (neither its
+/// allocation nor registered with it).
+pub fn is_pageable(api: &Api, addr: u64) -> bool {
+    let mut kind: u32 = 0;
+    // SAFETY: `kind` is a valid slot for the memory-type attribute.
+    let rc = unsafe {
+        (api.cuPointerGetAttribute)(
+            (&mut kind as *mut u32).cast(),
+            CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            addr,
+        )
+    };
+    rc != CUDA_SUCCESS
+}
+
+/// A pinned bounce block.
+struct Block {
+    ptr: usize,
+    size: usize,
+}
+
+/// Bounce blocks not in use (kept for the process: copies reuse them).
+static FREE: Mutex<Vec<Block>> = Mutex::new(Vec::new());
+
+fn take(api: &Api, len: usize) -> Result<Block> {
+    {
+        let mut free = FREE.lock();
+        let best = free
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.size >= len)
+            .min_by_key(|(_, b)| b.size)
+            .map(|(i, _)| i);
+        if let Some(i) = best {
+            return Ok(free.swap_remove(i));
+        }
+    }
+    let size = len.max(64 * 1024).next_power_of_two();
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `p` is a valid slot; a context is current.
+    let rc = unsafe { (api.cuMemHostAlloc)(&mut p, size, CU_MEMHOSTALLOC_PORTABLE) };
+    check(api, rc, "cuMemHostAlloc")?;
+    Ok(Block {
+        ptr: p as usize,
+        size,
+    })
+}
+
+/// What a host function does when the stream reaches it.
+enum Step {
+    Linear {
+        dst: u64,
+        src: u64,
+        len: usize,
+    },
+    Rect {
+        dst: Rect,
+        src: Rect,
+        region: [usize; 3],
+    },
+    Nothing,
+}
+
+struct HostStep {
+    step: Step,
+    /// A bounce block to give back afterwards.
+    back: Option<Block>,
+}
+
+/// Copies `region` between two rectangles of host memory.
+///
+/// # Safety
+/// Both rectangles must lie in host memory valid for these bytes.
+unsafe fn copy_rect_host(dst: &Rect, src: &Rect, region: [usize; 3]) {
+    for z in 0..region[2] {
+        for y in 0..region[1] {
+            // SAFETY: the caller's contract; rows do not overlap between
+            // distinct sides of a copy.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.row_at(y, z) as *const u8,
+                    dst.row_at(y, z) as *mut u8,
+                    region[0],
+                )
+            };
+        }
+    }
+}
+
+unsafe extern "C" fn run_step(user: *mut c_void) {
+    // SAFETY: the Box made in `host_step`, given to exactly one host
+    // function.
+    let s = unsafe { Box::from_raw(user as *mut HostStep) };
+    match s.step {
+        // SAFETY: the enqueuing command's contract: these bytes are host
+        // memory (pageable or a bounce block) valid until the copy ends.
+        Step::Linear { dst, src, len } => unsafe {
+            std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, len)
+        },
+        // SAFETY: as above.
+        Step::Rect { dst, src, region } => unsafe { copy_rect_host(&dst, &src, region) },
+        Step::Nothing => {}
+    }
+    if let Some(b) = s.back {
+        FREE.lock().push(b);
+    }
+}
+
+fn host_step(api: &Api, s: &Stream, step: Step, back: Option<Block>) -> Result<()> {
+    let p = Box::into_raw(Box::new(HostStep { step, back }));
+    // SAFETY: a live stream; the host function owns `p` once it runs.
+    let rc = unsafe { (api.cuLaunchHostFunc)(s.raw, run_step, p as *mut c_void) };
+    if rc != CUDA_SUCCESS {
+        // SAFETY: not launched, so still ours.
+        let h = unsafe { Box::from_raw(p) };
+        if let Some(b) = h.back {
+            FREE.lock().push(b);
+        }
+    }
+    check(api, rc, "cuLaunchHostFunc")
+}
+
+fn device_copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<()> {
+    // SAFETY: both sides are memory CUDA knows, `len` bytes each (the
+    // caller's checks).
+    let rc = unsafe { (api.cuMemcpyAsync)(dst, src, len, s.raw) };
+    check(api, rc, "cuMemcpyAsync")
+}
+
+/// Enqueues a copy of `len` bytes from `src` to `dst` on `s`.
+pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    match (is_pageable(api, dst), is_pageable(api, src)) {
+        (false, false) => device_copy(api, s, dst, src, len),
+        (true, true) => host_step(api, s, Step::Linear { dst, src, len }, None),
+        (false, true) => {
+            let b = take(api, len)?;
+            let at = b.ptr as u64;
+            host_step(api, s, Step::Linear { dst: at, src, len }, None)?;
+            let r = device_copy(api, s, dst, at, len);
+            host_step(api, s, Step::Nothing, Some(b))?;
+            r
+        }
+        (true, false) => {
+            let b = take(api, len)?;
+            let at = b.ptr as u64;
+            if let Err(e) = device_copy(api, s, at, src, len) {
+                FREE.lock().push(b);
+                return Err(e);
+            }
+            host_step(api, s, Step::Linear { dst, src: at, len }, Some(b))
+        }
+    }
+}
+
+/// Copies `region` between rectangles that CUDA knows, slice by slice.
+fn device_rect(api: &Api, s: &Stream, dst: &Rect, src: &Rect, region: [usize; 3]) -> Result<()> {
+    for z in 0..region[2] {
+        let c = Memcpy2D {
+            src_x: src.origin[0],
+            src_y: src.origin[1],
+            src_type: CU_MEMORYTYPE_UNIFIED,
+            src_device: src.base + ((src.origin[2] + z) * src.slice) as CUdeviceptr,
+            src_pitch: src.row,
+            dst_x: dst.origin[0],
+            dst_y: dst.origin[1],
+            dst_type: CU_MEMORYTYPE_UNIFIED,
+            dst_device: dst.base + ((dst.origin[2] + z) * dst.slice) as CUdeviceptr,
+            dst_pitch: dst.row,
+            width: region[0],
+            height: region[1],
+            ..Memcpy2D::default()
+        };
+        // SAFETY: `c` describes rows inside both sides (the caller's
+        // checks) and is read before the call returns.
+        let rc = unsafe { (api.cuMemcpy2DAsync)(&c, s.raw) };
+        check(api, rc, "cuMemcpy2DAsync")?;
+    }
+    Ok(())
+}
+
+/// Enqueues a copy of `region` (bytes, rows, slices) from `src` to `dst`
+/// on `s`.
+pub fn copy_rect(api: &Api, s: &Stream, dst: Rect, src: Rect, region: [usize; 3]) -> Result<()> {
+    let total = region[0] * region[1] * region[2];
+    if total == 0 {
+        return Ok(());
+    }
+    match (is_pageable(api, dst.base), is_pageable(api, src.base)) {
+        (false, false) => device_rect(api, s, &dst, &src, region),
+        (true, true) => host_step(api, s, Step::Rect { dst, src, region }, None),
+        (false, true) => {
+            let b = take(api, total)?;
+            let packed = Rect::dense(b.ptr as u64, region);
+            host_step(
+                api,
+                s,
+                Step::Rect {
+                    dst: packed,
+                    src,
+                    region,
+                },
+                None,
+            )?;
+            let r = device_rect(api, s, &dst, &packed, region);
+            host_step(api, s, Step::Nothing, Some(b))?;
+            r
+        }
+        (true, false) => {
+            let b = take(api, total)?;
+            let packed = Rect::dense(b.ptr as u64, region);
+            if let Err(e) = device_rect(api, s, &packed, &src, region) {
+                FREE.lock().push(b);
+                return Err(e);
+            }
+            host_step(
+                api,
+                s,
+                Step::Rect {
+                    dst,
+                    src: packed,
+                    region,
+                },
+                Some(b),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_rectangles_copy_exact_rows() {
+        // A 3x2x2 region from a 5-wide, 3-row source at (1, 1, 0) into a
+        // dense destination, then back into a zeroed copy of the source.
+        let src: Vec<u8> = (0..30).collect();
+        let mut packed = vec![0u8; 12];
+        let s = Rect {
+            base: src.as_ptr() as u64,
+            origin: [1, 1, 0],
+            row: 5,
+            slice: 15,
+        };
+        let d = Rect::dense(packed.as_mut_ptr() as u64, [3, 2, 2]);
+        // SAFETY: both rectangles lie inside the vectors.
+        unsafe { copy_rect_host(&d, &s, [3, 2, 2]) };
+        assert_eq!(packed, vec![6, 7, 8, 11, 12, 13, 21, 22, 23, 26, 27, 28]);
+        let mut back = vec![0u8; 30];
+        let b = Rect {
+            base: back.as_mut_ptr() as u64,
+            ..s
+        };
+        let p = Rect::dense(packed.as_ptr() as u64, [3, 2, 2]);
+        // SAFETY: as above.
+        unsafe { copy_rect_host(&b, &p, [3, 2, 2]) };
+        let want: Vec<u8> = (0..30)
+            .map(|i: u8| {
+                let (x, y) = (i % 5, (i % 15) / 5);
+                if (1..4).contains(&x) && (1..3).contains(&y) {
+                    i
+                } else {
+                    0
+                }
+            })
+            .collect();
+        assert_eq!(back, want);
+    }
+}
