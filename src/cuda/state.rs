@@ -57,12 +57,28 @@ unsafe impl Send for Ctx {}
 // SAFETY: as above; the list is not changed after creation.
 unsafe impl Sync for Ctx {}
 
+/// Devices whose primary context the back end keeps for the process: a
+/// primary context released to no reference is destroyed with every
+/// allocation made in it, and the back end's pinned blocks (user events'
+/// words, copies' bounce blocks) outlive any one Syrah context.
+static KEPT: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
+
 impl Ctx {
     /// Retains the primary context of each of `ordinals`.
     pub fn create(ordinals: &[i32]) -> Result<Ctx> {
         let api = api()?;
         let mut devices = Vec::with_capacity(ordinals.len());
         for &ordinal in ordinals {
+            let mut kept = KEPT.lock();
+            if !kept.contains(&ordinal) {
+                let mut ctx: CUcontext = std::ptr::null_mut();
+                // SAFETY: `ctx` is a valid slot; `ordinal` came from
+                // discovery. This reference is never given back.
+                let rc = unsafe { (api.cuDevicePrimaryCtxRetain)(&mut ctx, ordinal) };
+                check(api, rc, "cuDevicePrimaryCtxRetain")?;
+                kept.push(ordinal);
+            }
+            drop(kept);
             let mut ctx: CUcontext = std::ptr::null_mut();
             // SAFETY: `ctx` is a valid slot; `ordinal` came from discovery.
             let rc = unsafe { (api.cuDevicePrimaryCtxRetain)(&mut ctx, ordinal) };
