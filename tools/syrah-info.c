@@ -1,6 +1,7 @@
-/* syrah-info: lists the OpenCL platforms and devices Syrah sees, their
- * properties, aspects and the USM strategy chosen for each device, and
- * which device the default selector (and SYRAH_DEVICE) picks. */
+/* syrah-info: lists the platforms (OpenCL's, and the CUDA back end's
+ * where SYRAH_CUDA=on) and devices Syrah sees, their properties, aspects
+ * and the USM strategy chosen for each device, and which device the
+ * default selector (and SYRAH_DEVICE) picks. */
 #include <syrah.h>
 
 #include <stdio.h>
@@ -38,7 +39,7 @@ int main(void) {
   if (s != SYRAH_SUCCESS) {
     return fail("listing platforms", s);
   }
-  printf("Syrah %u.%u.%u: %zu OpenCL platform%s\n", SYRAH_VERSION_MAJOR, SYRAH_VERSION_MINOR,
+  printf("Syrah %u.%u.%u: %zu platform%s\n", SYRAH_VERSION_MAJOR, SYRAH_VERSION_MINOR,
          SYRAH_VERSION_PATCH, np, np == 1 ? "" : "s");
   platforms = (const syrah_platform **)calloc(np ? np : 1, sizeof *platforms);
   if (!platforms) {

@@ -455,7 +455,7 @@ fn cuda_platform(index: usize, opencl: &[Platform]) -> Option<Platform> {
     Some(Platform {
         id: std::ptr::null_mut(),
         index,
-        name: "CUDA".into(),
+        name: "CUDA driver".into(),
         vendor: "NVIDIA Corporation".into(),
         version,
         extensions: String::new(),
