@@ -192,6 +192,13 @@ static inline void raw_open(unsigned p, unsigned d, cl_command_queue_properties 
   cl_uint np = 0, nd = 0;
   cl_int err;
   cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, props, 0};
+  /* Where Syrah's device is not an OpenCL one (the CUDA back end's), the
+   * raw side runs on the OpenCL device SYRAH_BENCH_RAW_DEVICE names. */
+  const char *raw = getenv("SYRAH_BENCH_RAW_DEVICE");
+  if (raw && sscanf(raw, "%u.%u", &p, &d) != 2) {
+    fprintf(stderr, "SYRAH_BENCH_RAW_DEVICE='%s' is not P.D\n", raw);
+    exit(2);
+  }
   CL_OK(clGetPlatformIDs(16, plats, &np));
   if (p >= np) {
     fprintf(stderr, "no OpenCL platform %u (%u found)\n", p, np);

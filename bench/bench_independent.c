@@ -278,6 +278,10 @@ int main(int argc, char **argv) {
   json_safe(name);
   spec_json = argv[1];
   name_json = name;
+  if (getenv("SYRAH_BENCH_RAW_DEVICE") && sscanf(getenv("SYRAH_BENCH_RAW_DEVICE"), "%u.%u", &p, &d) != 2) {
+    fprintf(stderr, "SYRAH_BENCH_RAW_DEVICE='%s' is not P.D\n", getenv("SYRAH_BENCH_RAW_DEVICE"));
+    return 2;
+  }
   CL_OK(clGetPlatformIDs(16, plats, &np));
   CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
   CL_OK(clGetDeviceInfo(devs[d], CL_DEVICE_QUEUE_PROPERTIES, sizeof qp, &qp, NULL));

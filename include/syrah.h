@@ -1298,8 +1298,11 @@ syrah_status syrah_host_task_get_pointer(const syrah_host_task_context *context,
                                          void **out_pointer);
 
 /*
- A native OpenCL object of the group's queue (`SYRAH_NATIVE_*`), for
- interoperation. Syrah keeps ownership: do not release it.
+ A native object of the group's queue (`SYRAH_NATIVE_*`), for
+ interoperation: OpenCL's `cl_command_queue`, `cl_context` and
+ `cl_device_id`, or on the CUDA back end's devices CUDA's `CUstream`,
+ `CUcontext` and a pointer to the `CUdevice`. Syrah keeps ownership: do
+ not release it.
  */
 syrah_status syrah_host_task_get_native(const syrah_host_task_context *context,
                                         syrah_native which,

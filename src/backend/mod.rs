@@ -156,6 +156,17 @@ pub enum Stamp {
 /// on any thread, including the back end's own.
 pub type EndCallback = unsafe extern "C" fn(*mut c_void, i32, *mut c_void);
 
+/// An object a back end hands to a user for interoperation.
+#[derive(Clone, Copy, Debug)]
+pub enum NativeOf {
+    /// A queue lane.
+    Queue(QueueH),
+    /// A context, as seen from one of its devices.
+    Context(ContextH, DeviceH),
+    /// A device.
+    Device(DeviceH),
+}
+
 /// The operations the runtime asks of a back end.
 pub trait Driver: Send + Sync {
     /// The back end's name, for messages.
@@ -183,6 +194,10 @@ pub trait Driver: Send + Sync {
 
     /// Timestamp `which` of `e`, a command of a queue that records them.
     fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64>;
+
+    /// The back end's own object for `of`, as a pointer-sized value that
+    /// the back end keeps owning.
+    fn native_object(&self, of: NativeOf) -> usize;
 
     /// A new context over `devices`, all of this back end's platform.
     fn create_context(&self, devices: &[DeviceH]) -> Result<ContextH>;

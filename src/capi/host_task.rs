@@ -5,6 +5,7 @@ use super::copy::requests;
 use super::event::{deps_from, give_event};
 use super::types::*;
 use super::{guard, null, out};
+use crate::backend::NativeOf;
 use crate::core::error::{Error, Result};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::{HostTaskContext, Task};
@@ -135,8 +136,11 @@ pub unsafe extern "C" fn syrah_host_task_get_pointer(
     })
 }
 
-/// A native OpenCL object of the group's queue (`SYRAH_NATIVE_*`), for
-/// interoperation. Syrah keeps ownership: do not release it.
+/// A native object of the group's queue (`SYRAH_NATIVE_*`), for
+/// interoperation: OpenCL's `cl_command_queue`, `cl_context` and
+/// `cl_device_id`, or on the CUDA back end's devices CUDA's `CUstream`,
+/// `CUcontext` and a pointer to the `CUdevice`. Syrah keeps ownership: do
+/// not release it.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_host_task_get_native(
     context: *const HostTaskContext,
@@ -146,12 +150,13 @@ pub unsafe extern "C" fn syrah_host_task_get_native(
     guard(|| {
         super::need(out_object, "out_object")?;
         let c = self::context(context)?;
-        let v: *mut c_void = match which {
-            SYRAH_NATIVE_QUEUE => crate::opencl::driver::cl_queue_of(c.queue.sync_queue()).cast(),
-            SYRAH_NATIVE_CONTEXT => c.queue.ctx.raw.0 as *mut c_void,
-            SYRAH_NATIVE_DEVICE => c.queue.device.id.cast(),
+        let of = match which {
+            SYRAH_NATIVE_QUEUE => NativeOf::Queue(c.queue.sync_queue()),
+            SYRAH_NATIVE_CONTEXT => NativeOf::Context(c.queue.ctx.raw, c.queue.device.handle()),
+            SYRAH_NATIVE_DEVICE => NativeOf::Device(c.queue.device.handle()),
             other => return Err(Error::invalid(format!("unknown native object {other}"))),
         };
+        let v = c.queue.ctx.platform.driver.native_object(of) as *mut c_void;
         // SAFETY: forwarded contract.
         unsafe { out(out_object, v, "out_object") }
     })

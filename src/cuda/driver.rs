@@ -23,8 +23,8 @@ use super::module::{launch, Arg, Shape, Stream as LaunchStream};
 use super::program::{auto_local, groups, Kern, Prog};
 use super::state::{make_current, Ctx, Stream};
 use crate::backend::{
-    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, ProgramH,
-    ProgramInput, QueueH, RectSide, Side, Stamp,
+    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, NativeOf,
+    ProgramH, ProgramInput, QueueH, RectSide, Side, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -149,6 +149,25 @@ impl Driver for Cuda {
 
     fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64> {
         events::timestamp(e, which)
+    }
+
+    /// A stream (`CUstream`), a device's primary context (`CUcontext`), or
+    /// a pointer to a device's `CUdevice` (an ordinal, which may be 0).
+    fn native_object(&self, of: NativeOf) -> usize {
+        static ORDINALS: [i32; 64] = {
+            let mut a = [0i32; 64];
+            let mut i = 0;
+            while i < 64 {
+                a[i] = i as i32;
+                i += 1;
+            }
+            a
+        };
+        match of {
+            NativeOf::Queue(q) => stream_of(q).raw as usize,
+            NativeOf::Context(c, d) => ctx_of(c).device(d.0 as i32).map_or(0, |x| x.ctx as usize),
+            NativeOf::Device(d) => ORDINALS.get(d.0).map_or(0, |o| o as *const i32 as usize),
+        }
     }
 
     fn create_context(&self, devices: &[DeviceH]) -> Result<ContextH> {

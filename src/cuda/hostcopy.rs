@@ -5,7 +5,8 @@
 //! device's copy into that memory) would be overtaken. Here such a copy
 //! goes through a pinned bounce block, and its host side is a host
 //! function that the stream runs in order (plain memory copies, no CUDA
-//! call).
+//! call). Where nothing on the stream is pending, CUDA's own copy is in
+//! order and is used.
 
 use super::loader::{
     check, Api, CUdeviceptr, Memcpy2D, CUDA_SUCCESS, CU_MEMHOSTALLOC_PORTABLE,
@@ -174,12 +175,25 @@ fn device_copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<
     check(api, rc, "cuMemcpyAsync")
 }
 
+/// Whether everything enqueued on `s` so far (its waits included) has
+/// ended: then CUDA's own handling of pageable memory is in order.
+fn settled(api: &Api, s: &Stream) -> bool {
+    // SAFETY: a live stream of the current context.
+    unsafe { (api.cuStreamQuery)(s.raw) == CUDA_SUCCESS }
+}
+
 /// Enqueues a copy of `len` bytes from `src` to `dst` on `s`.
 pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
-    match (is_pageable(api, dst), is_pageable(api, src)) {
+    let (hd, hs) = (is_pageable(api, dst), is_pageable(api, src));
+    if hd != hs && settled(api, s) {
+        // Nothing to wait for: CUDA reads the source now, or writes the
+        // destination before returning, which is in order.
+        return device_copy(api, s, dst, src, len);
+    }
+    match (hd, hs) {
         (false, false) => device_copy(api, s, dst, src, len),
         (true, true) => host_step(api, s, Step::Linear { dst, src, len }, None),
         (false, true) => {

@@ -116,6 +116,7 @@ cuda_table! {
     cuStreamCreate = "cuStreamCreate": fn(*mut CUstream, c_uint);
     cuStreamDestroy = "cuStreamDestroy_v2": fn(CUstream);
     cuStreamSynchronize = "cuStreamSynchronize": fn(CUstream);
+    cuStreamQuery = "cuStreamQuery": fn(CUstream);
     cuStreamWaitEvent = "cuStreamWaitEvent": fn(CUstream, CUevent, c_uint);
     cuEventCreate = "cuEventCreate": fn(*mut CUevent, c_uint);
     cuEventRecord = "cuEventRecord": fn(CUevent, CUstream);

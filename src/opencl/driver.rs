@@ -11,8 +11,8 @@ use super::info;
 use super::intel::IntelUsm;
 use super::loader::{api, check, cl_error_name};
 use crate::backend::{
-    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, ProgramH,
-    ProgramInput, QueueH, RectSide, Side, Stamp,
+    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, NativeOf,
+    ProgramH, ProgramInput, QueueH, RectSide, Side, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -120,6 +120,14 @@ impl Driver for OpenCl {
             Stamp::Ended => CL_PROFILING_COMMAND_END,
         };
         info::profiling(api()?, cl_event_of(e), param)
+    }
+
+    fn native_object(&self, of: NativeOf) -> usize {
+        match of {
+            NativeOf::Queue(q) => q.0,
+            NativeOf::Context(c, _) => c.0,
+            NativeOf::Device(d) => d.0,
+        }
     }
 
     fn create_context(&self, devices: &[DeviceH]) -> Result<ContextH> {
