@@ -80,7 +80,15 @@ static void test_device(const syrah_device *d) {
   EXPECT_OK(syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_VENDOR, buf, sizeof buf, NULL));
   EXPECT_OK(syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_DRIVER_VERSION, buf, sizeof buf, NULL));
   EXPECT_OK(syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_VERSION, buf, sizeof buf, NULL));
-  EXPECT_TRUE(strncmp(buf, "OpenCL ", 7) == 0 || strncmp(buf, "CUDA ", 5) == 0);
+  {
+    /* The back end matches the device's version: CUDA's, or OpenCL's. */
+    uint64_t backend = 0;
+    EXPECT_OK(syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BACKEND, &backend));
+    if (backend == SYRAH_BACKEND_CUDA)
+      EXPECT_TRUE(strncmp(buf, "CUDA ", 5) == 0);
+    else
+      EXPECT_TRUE(backend == SYRAH_BACKEND_OPENCL && strncmp(buf, "OpenCL ", 7) == 0);
+  }
   EXPECT_OK(syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_OPENCL_C_VERSION, buf, sizeof buf, NULL));
   EXPECT_TRUE(strncmp(buf, "OpenCL C ", 9) == 0);
   EXPECT_OK(syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_EXTENSIONS, NULL, 0, &v));

@@ -351,6 +351,11 @@ typedef uint32_t syrah_device_type;
 typedef uint32_t syrah_usm_strategy;
 
 /*
+ Back ends (`SYRAH_DEVICE_INFO_BACKEND`).
+ */
+typedef uint32_t syrah_backend;
+
+/*
  The graph's kernels are recorded once into an OpenCL command-buffer
  (`cl_khr_command_buffer`), enqueued as one command per submission.
  */
@@ -592,11 +597,27 @@ typedef uint32_t syrah_usm_strategy;
  */
 #define SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE 116
 
+/*
+ The back end that drives the device (`SYRAH_BACKEND_*`): it decides
+ what `syrah_host_task_get_native` returns.
+ */
+#define SYRAH_DEVICE_INFO_BACKEND 117
+
 #define SYRAH_USM_STRATEGY_NONE 0
 
 #define SYRAH_USM_STRATEGY_INTEL 1
 
 #define SYRAH_USM_STRATEGY_SVM 2
+
+/*
+ OpenCL, loaded at run time.
+ */
+#define SYRAH_BACKEND_OPENCL 1
+
+/*
+ NVIDIA's CUDA driver, loaded at run time (`SYRAH_CUDA=on`).
+ */
+#define SYRAH_BACKEND_CUDA 2
 
 #define SYRAH_ASPECT_CPU 0
 

@@ -240,6 +240,13 @@ pub trait Driver: Send + Sync {
         atomics: bool,
     ) -> Result<usize>;
 
+    /// Whether freed device allocations are worth keeping for reuse even
+    /// where the runtime would not otherwise (allocating costs the back
+    /// end far more than reusing).
+    fn pools_device_allocations(&self) -> bool {
+        false
+    }
+
     /// Frees what [`Driver::usm_alloc`] gave at `ptr`, once no command
     /// uses it.
     fn usm_free(&self, ctx: ContextH, usm: UsmStrategy, ptr: usize);

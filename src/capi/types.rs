@@ -126,12 +126,22 @@ pub const SYRAH_DEVICE_INFO_BUFFER_RECT_COPIES: syrah_device_info = 115;
 /// (`cl_khr_command_buffer_mutable_dispatch`); 0 when they are recorded
 /// again at the next submission.
 pub const SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE: syrah_device_info = 116;
+/// The back end that drives the device (`SYRAH_BACKEND_*`): it decides
+/// what `syrah_host_task_get_native` returns.
+pub const SYRAH_DEVICE_INFO_BACKEND: syrah_device_info = 117;
 
 /// How a device provides USM.
 pub type syrah_usm_strategy = u32;
 pub const SYRAH_USM_STRATEGY_NONE: syrah_usm_strategy = 0;
 pub const SYRAH_USM_STRATEGY_INTEL: syrah_usm_strategy = 1;
 pub const SYRAH_USM_STRATEGY_SVM: syrah_usm_strategy = 2;
+
+/// Back ends (`SYRAH_DEVICE_INFO_BACKEND`).
+pub type syrah_backend = u32;
+/// OpenCL, loaded at run time.
+pub const SYRAH_BACKEND_OPENCL: syrah_backend = 1;
+/// NVIDIA's CUDA driver, loaded at run time (`SYRAH_CUDA=on`).
+pub const SYRAH_BACKEND_CUDA: syrah_backend = 2;
 
 /// SYCL-style device aspects for `syrah_device_has_aspect`.
 pub type syrah_aspect = u32;

@@ -274,6 +274,12 @@ impl Driver for Cuda {
         Ok(ptr)
     }
 
+    /// `cuMemAlloc` and `cuMemFree` cost tens to hundreds of
+    /// microseconds each, and free synchronises the device.
+    fn pools_device_allocations(&self) -> bool {
+        true
+    }
+
     fn usm_free(&self, ctx: ContextH, _usm: UsmStrategy, ptr: usize) {
         let Some((kind, base)) = self.allocs.lock().remove(&ptr) else {
             return;

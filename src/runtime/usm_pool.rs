@@ -22,13 +22,13 @@ fn pooling() -> bool {
 
 impl Context {
     /// The block size a device allocation of `size` bytes aligned to
-    /// `align` on `device` is pooled as, if it is: SVM device memory above
-    /// the sizes carved from shared blocks, where the block fits the device.
+    /// `align` on `device` is pooled as, if it is: SVM device memory (or
+    /// any where the back end asks for it) above the sizes carved from
+    /// shared blocks, where the block fits the device.
     fn pool_class_for(&self, device: &Device, size: usize, align: usize) -> Option<usize> {
-        if self.strategy != UsmStrategy::Svm
-            || !pooling()
-            || crate::core::slab::class_of(size, align).is_some()
-        {
+        let wanted =
+            self.strategy == UsmStrategy::Svm || self.platform.driver.pools_device_allocations();
+        if !wanted || !pooling() || crate::core::slab::class_of(size, align).is_some() {
             return None;
         }
         let class = pool_class(size);
