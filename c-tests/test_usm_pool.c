@@ -10,12 +10,15 @@
 
 #define MIB (1u << 20)
 
+/* SVM devices and the CUDA back end's keep freed device allocations. */
 static bool pools(const syrah_device *d) {
   char strategy[64] = "";
+  uint64_t backend = 0;
   const char *env = getenv("SYRAH_USM_POOL");
   syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy, sizeof strategy,
                                NULL);
-  return strcmp(strategy, "svm") == 0 && !(env && strcmp(env, "off") == 0);
+  syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BACKEND, &backend);
+  return (strcmp(strategy, "svm") == 0 || backend == SYRAH_BACKEND_CUDA) && !(env && strcmp(env, "off") == 0);
 }
 
 static void per_device(const syrah_device *d) {
@@ -58,7 +61,7 @@ static void per_device(const syrah_device *d) {
   if (pools(d)) {
     EXPECT_TRUE(b == a);
   } else {
-    t_skip("reuse of freed device USM", "only SVM devices pool freed device allocations");
+    t_skip("reuse of freed device USM", "only SVM devices and the CUDA back end's pool freed device allocations");
   }
   EXPECT_OK(syrah_get_pointer_type(ctx, b, &type));
   EXPECT_EQ(type, SYRAH_USM_ALLOC_DEVICE);

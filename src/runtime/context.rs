@@ -244,10 +244,17 @@ impl Context {
         self.free_raw(c.record.raw);
     }
 
+    /// Whether freed device USM is kept for reuse and small device
+    /// allocations are carved from shared blocks: on SVM, and where the
+    /// back end asks for it (its allocations cost far more than reuse).
+    pub(crate) fn keeps_freed(&self) -> bool {
+        self.strategy == UsmStrategy::Svm || self.platform.driver.pools_device_allocations()
+    }
+
     /// Gives back a USM allocation's memory (a slot of a shared block goes
     /// back to its block, which goes once empty).
     pub(crate) fn free_raw(&self, ptr: usize) {
-        if self.strategy == UsmStrategy::Svm {
+        if self.keeps_freed() {
             let given = self.slabs.lock().give(ptr);
             match given {
                 Some(None) => return,

@@ -148,7 +148,7 @@ impl Context {
         if self.strategy == UsmStrategy::None {
             return Err(self.feature_error(kind, device, "no USM"));
         }
-        if self.strategy == UsmStrategy::Svm && kind == AllocKind::Device {
+        if self.keeps_freed() && kind == AllocKind::Device {
             if let Some(class) = crate::core::slab::class_of(size, align) {
                 if let Some(p) = self.slab_alloc(class) {
                     return Ok(p);
@@ -206,7 +206,7 @@ impl Context {
         let removed = self.registry.lock().remove(addr);
         match removed {
             Ok(rec) => {
-                if self.strategy == UsmStrategy::Svm {
+                if self.keeps_freed() {
                     self.finish_queues();
                 }
                 if rec.pooled != 0 {

@@ -7,7 +7,6 @@
 
 use super::context::Context;
 use super::platform::Device;
-use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Result, Status};
 use crate::core::pool::pool_class;
 use crate::core::registry::{AllocKind, AllocRecord};
@@ -26,9 +25,7 @@ impl Context {
     /// any where the back end asks for it) above the sizes carved from
     /// shared blocks, where the block fits the device.
     fn pool_class_for(&self, device: &Device, size: usize, align: usize) -> Option<usize> {
-        let wanted =
-            self.strategy == UsmStrategy::Svm || self.platform.driver.pools_device_allocations();
-        if !wanted || !pooling() || crate::core::slab::class_of(size, align).is_some() {
+        if !self.keeps_freed() || !pooling() || crate::core::slab::class_of(size, align).is_some() {
             return None;
         }
         let class = pool_class(size);
