@@ -52,11 +52,13 @@ SEAM_ONLY = {
     ("runtime", "buffer", "transfer"),
     ("runtime", "buffer", "window"),
     ("runtime", "graph"),
+    ("runtime", "graph", "cmdbuf"),
     ("runtime", "graph", "direct"),
     ("runtime", "graph", "exec"),
     ("runtime", "graph", "managed"),
     ("runtime", "graph", "onlane"),
     ("runtime", "graph", "record"),
+    ("runtime", "graph", "replay"),
 }
 BACK_ENDS = {"opencl", "cuda"}
 

@@ -81,6 +81,17 @@ handle!(
     ProgramH
 );
 
+handle!(
+    /// A recording: a graph's kernels recorded once and enqueued as one
+    /// command (OpenCL's command-buffer, CUDA's graph).
+    RecordH
+);
+
+handle!(
+    /// One kernel command of a recording, for argument updates (0: none).
+    CommandH
+);
+
 /// What a program is built from.
 #[derive(Clone, Copy, Debug)]
 pub enum ProgramInput<'a> {
@@ -198,6 +209,58 @@ pub trait Driver: Send + Sync {
     /// The back end's own object for `of`, as a pointer-sized value that
     /// the back end keeps owning.
     fn native_object(&self, of: NativeOf) -> usize;
+
+    /// Whether the back end records graphs (see [`Driver::record`]).
+    fn records(&self) -> bool {
+        false
+    }
+
+    /// Records `launches` (node `i` runs kernel `launches[i]` over its
+    /// range, with the arguments set on it now; `None`: nothing) after
+    /// `deps[i]` (indices of earlier nodes that launch something) for
+    /// queue `q`. `flags`: (enqueued again while pending, argument updates
+    /// wanted). Returns the recording and each node's command for
+    /// updates (empty where updates are not possible).
+    fn record(
+        &self,
+        q: QueueH,
+        flags: (bool, bool),
+        deps: &[Vec<usize>],
+        launches: &[Option<(KernelH, &NdRange)>],
+    ) -> Result<(RecordH, Vec<CommandH>)> {
+        let _ = (q, flags, deps, launches);
+        Err(crate::core::error::Error::new(
+            crate::core::error::Status::FeatureNotSupported,
+            format!("the {} back end records no graphs", self.name()),
+        ))
+    }
+
+    /// Enqueues recording `r` on `q` after `waits`, its event to `ev`.
+    /// `Ok(false)`: the back end refused it while an earlier enqueue of it
+    /// is pending, and enqueued nothing.
+    fn enqueue_recorded(
+        &self,
+        r: RecordH,
+        q: QueueH,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool> {
+        let _ = (r, q, waits, ev);
+        Ok(false)
+    }
+
+    /// Sets argument `index` of command `c` of recording `r` (not
+    /// pending) for its later enqueues; `false` where it cannot.
+    fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {
+        let _ = (r, c, index, arg);
+        false
+    }
+
+    /// Gives back recording `r` (kept by the back end until a pending
+    /// enqueue of it ends).
+    fn release_recorded(&self, r: RecordH) {
+        let _ = r;
+    }
 
     /// A new context over `devices`, all of this back end's platform.
     fn create_context(&self, devices: &[DeviceH]) -> Result<ContextH>;

@@ -104,6 +104,7 @@ pub type UpdateFn = unsafe extern "C" fn(
 ) -> cl_int;
 
 /// The extension's functions for one platform.
+#[derive(Clone, Copy)]
 pub struct CommandBuffers {
     pub clCreateCommandBufferKHR: Create,
     pub clFinalizeCommandBufferKHR: OneBuffer,

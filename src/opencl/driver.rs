@@ -11,8 +11,8 @@ use super::info;
 use super::intel::IntelUsm;
 use super::loader::{api, check, cl_error_name};
 use crate::backend::{
-    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, NativeOf,
-    ProgramH, ProgramInput, QueueH, RectSide, Side, Stamp,
+    ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH,
+    NativeOf, ProgramH, ProgramInput, QueueH, RecordH, RectSide, Side, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -28,6 +28,7 @@ pub use super::handles::*;
 pub struct OpenCl {
     platform: usize,
     intel: Option<IntelUsm>,
+    cmdbuf: Option<super::cmdbuf::CommandBuffers>,
 }
 
 /// An instance for events whose platform is not at hand (those of staged
@@ -35,15 +36,21 @@ pub struct OpenCl {
 pub static OPENCL: OpenCl = OpenCl {
     platform: 0,
     intel: None,
+    cmdbuf: None,
 };
 
 impl OpenCl {
     /// The back end of platform `id`, made once when platforms are found
     /// and kept as long as they are (for the rest of the process).
-    pub fn for_platform(id: cl_platform_id, intel: Option<IntelUsm>) -> &'static OpenCl {
+    pub fn for_platform(
+        id: cl_platform_id,
+        intel: Option<IntelUsm>,
+        cmdbuf: Option<super::cmdbuf::CommandBuffers>,
+    ) -> &'static OpenCl {
         Box::leak(Box::new(OpenCl {
             platform: id as usize,
             intel,
+            cmdbuf,
         }))
     }
 
@@ -120,6 +127,51 @@ impl Driver for OpenCl {
             Stamp::Ended => CL_PROFILING_COMMAND_END,
         };
         info::profiling(api()?, cl_event_of(e), param)
+    }
+
+    fn records(&self) -> bool {
+        self.cmdbuf.is_some()
+    }
+
+    fn record(
+        &self,
+        q: QueueH,
+        flags: (bool, bool),
+        deps: &[Vec<usize>],
+        launches: &[Option<(KernelH, &NdRange)>],
+    ) -> Result<(RecordH, Vec<CommandH>)> {
+        let fns = self.cmdbuf.as_ref().ok_or_else(|| {
+            Error::new(
+                Status::FeatureNotSupported,
+                "the platform has no command-buffers",
+            )
+        })?;
+        super::record::record(fns, flags, cl_queue_of(q), deps, launches)
+    }
+
+    fn enqueue_recorded(
+        &self,
+        r: RecordH,
+        _q: QueueH,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool> {
+        match &self.cmdbuf {
+            Some(fns) => super::record::enqueue(fns, r, waits, ev),
+            None => Ok(false),
+        }
+    }
+
+    fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {
+        self.cmdbuf
+            .as_ref()
+            .is_some_and(|fns| super::record::update(fns, r, c, index, arg))
+    }
+
+    fn release_recorded(&self, r: RecordH) {
+        if let Some(fns) = &self.cmdbuf {
+            super::record::release(fns, r);
+        }
     }
 
     fn native_object(&self, of: NativeOf) -> usize {
@@ -445,84 +497,11 @@ impl Driver for OpenCl {
         align: usize,
         atomics: bool,
     ) -> Result<usize> {
-        let c = ctx.0 as cl_context;
-        match (usm, self.intel(usm)) {
-            (UsmStrategy::IntelUsm, Some(f)) => {
-                let a = cl_uint::try_from(align)
-                    .map_err(|_| Error::invalid(format!("USM alignment {align} is too large")))?;
-                let mut err = CL_SUCCESS;
-                let d = dev.map_or(std::ptr::null_mut(), |d| d.0 as cl_device_id);
-                // SAFETY: a live context (and one of its devices); null
-                // properties; the caller checked the size and alignment.
-                let p = unsafe {
-                    match (kind, dev) {
-                        (AllocKind::Host, _) => {
-                            (f.clHostMemAllocINTEL)(c, std::ptr::null(), size, a, &mut err)
-                        }
-                        (AllocKind::Device, Some(_)) => {
-                            (f.clDeviceMemAllocINTEL)(c, d, std::ptr::null(), size, a, &mut err)
-                        }
-                        (AllocKind::Shared, Some(_)) => {
-                            (f.clSharedMemAllocINTEL)(c, d, std::ptr::null(), size, a, &mut err)
-                        }
-                        _ => std::ptr::null_mut(),
-                    }
-                };
-                if err != CL_SUCCESS {
-                    return Err(Error::opencl(
-                        err,
-                        &format!(
-                            "{} ({} USM allocation of {size} bytes)",
-                            match kind {
-                                AllocKind::Host => "clHostMemAllocINTEL",
-                                AllocKind::Shared => "clSharedMemAllocINTEL",
-                                _ => "clDeviceMemAllocINTEL",
-                            },
-                            kind.name()
-                        ),
-                    ));
-                }
-                Ok(p as usize)
-            }
-            (UsmStrategy::IntelUsm, None) => Err(Error::new(
-                Status::Internal,
-                "Intel USM strategy without its entry points",
-            )),
-            (UsmStrategy::Svm, _) => {
-                let f = api()?.clSVMAlloc.ok_or_else(|| {
-                    Error::new(Status::Internal, "SVM strategy without clSVMAlloc")
-                })?;
-                let a = cl_uint::try_from(align).map_err(|_| {
-                    Error::invalid(format!("USM alignment {align} is too large for SVM"))
-                })?;
-                let mut flags = CL_MEM_READ_WRITE;
-                if kind != AllocKind::Device {
-                    flags |= CL_MEM_SVM_FINE_GRAIN_BUFFER;
-                    if atomics {
-                        flags |= CL_MEM_SVM_ATOMICS;
-                    }
-                }
-                // SAFETY: a live context; the flags and alignment are valid.
-                Ok(unsafe { f(c, flags, size, a) } as usize)
-            }
-            (UsmStrategy::None, _) => Err(Error::new(
-                Status::FeatureNotSupported,
-                format!("no USM for a {} allocation of {size} bytes", kind.name()),
-            )),
-        }
+        super::usm::alloc(self.intel(usm), ctx, usm, kind, dev, size, align, atomics)
     }
 
     fn usm_free(&self, ctx: ContextH, usm: UsmStrategy, ptr: usize) {
-        let (c, p) = (ctx.0 as cl_context, ptr as *mut c_void);
-        if let Some(f) = self.intel(usm) {
-            // SAFETY: `p` came from an Intel USM allocation in this context
-            // and is freed once; the blocking free waits for its users.
-            unsafe { (f.clMemBlockingFreeINTEL)(c, p) };
-        } else if let Some(free) = api().ok().and_then(|a| a.clSVMFree) {
-            // SAFETY: `p` came from clSVMAlloc in this context, freed once
-            // after the queues that could use it finished.
-            unsafe { free(c, p) };
-        }
+        super::usm::free(self.intel(usm), ctx, ptr);
     }
 
     fn enqueue_memcpy(

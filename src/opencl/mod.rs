@@ -23,3 +23,5 @@ pub mod intel;
 pub mod loader;
 pub mod mem;
 pub mod program;
+pub mod record;
+pub mod usm;

@@ -264,7 +264,7 @@ fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform
         intel_usm,
         command_buffers,
         devices,
-        driver: crate::opencl::driver::OpenCl::for_platform(id, intel_usm),
+        driver: crate::opencl::driver::OpenCl::for_platform(id, intel_usm, command_buffers),
     })
 }
 

@@ -178,9 +178,7 @@ impl ExecGraph {
                     k != NodeKind::Direct || matches!(n.action, Action::Kernel { .. })
                 });
         let backend = match graph.device.command_buffer {
-            Some(_) if all_direct && graph.ctx.platform.command_buffers.is_some() => {
-                Backend::CommandBuffer
-            }
+            Some(_) if all_direct && graph.ctx.platform.driver.records() => Backend::CommandBuffer,
             _ => Backend::Replay,
         };
         let props = graph.device.command_buffer.unwrap_or(0);

@@ -3,18 +3,14 @@
 //! nodes by the plan or as one command-buffer, and the end event the queue
 //! tracks like any command's.
 
-use super::cmdbuf;
 use super::exec::{args_of, Backend, ExecGraph, Last};
 use super::managed;
 use super::{Action, Node};
-use crate::backend::EventH;
+use crate::backend::{EventH, KernelH};
 use crate::core::error::{Error, Result, Status};
+use crate::core::graph::resolve_empty;
 use crate::core::graph::{NodeKind, PlanNode};
 use crate::core::launch::NdRange;
-use crate::opencl::driver::ptr_or_null;
-use crate::opencl::driver::{cl_events, cl_queue_of, event_h};
-use crate::opencl::ffi::*;
-use crate::opencl::loader::check;
 use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
@@ -138,12 +134,12 @@ impl ExecGraph {
         let timing = self.choosing();
         let started = std::time::Instant::now();
         let buffered = if use_buffer {
-            self.replay_command_buffer(cl_events(&ext_cl))?
+            self.replay_command_buffer(&ext_cl)?
         } else {
             None
         };
         let (handle, mut failures) = match buffered {
-            Some(cl) => (event_h(cl), SmallVec::new()),
+            Some(h) => (h, SmallVec::new()),
             None => match self.replay_nodes(q, &ext, &ext_cl, prev.as_ref()) {
                 Ok(r) => r,
                 Err(e) => {
@@ -188,22 +184,11 @@ impl ExecGraph {
         }
     }
 
-    /// Enqueues the graph's command-buffer after `wl`; returns its event,
-    /// or `None` when every copy is pending and the driver cannot take a
+    /// Enqueues the graph's recording after `wl`; returns its event, or
+    /// `None` when every copy is pending and the back end cannot take a
     /// pending one again.
-    fn replay_command_buffer(&self, wl: &[cl_event]) -> Result<Option<cl_event>> {
-        let fns = self
-            .graph
-            .ctx
-            .platform
-            .command_buffers
-            .as_ref()
-            .ok_or_else(|| {
-                Error::new(
-                    Status::Internal,
-                    "command-buffer back end without entry points",
-                )
-            })?;
+    fn replay_command_buffer(&self, wl: &[EventH]) -> Result<Option<EventH>> {
+        let driver = self.graph.ctx.platform.driver;
         let kernels = self.kernels.lock();
         let sim = self.graph.device.command_buffer_simultaneous;
         // What a new copy records: built only when one is recorded.
@@ -218,49 +203,35 @@ impl ExecGraph {
                     deps: n.deps.clone(),
                 })
                 .collect();
-            let launches: Vec<Option<(cl_kernel, &NdRange)>> = self
+            let deps = resolve_empty(&nodes).map_err(Error::invalid)?;
+            let launches: Vec<Option<(KernelH, &NdRange)>> = self
                 .graph
                 .nodes
                 .iter()
                 .zip(kernels.iter())
                 .map(|(n, k)| match (&n.action, k) {
-                    (Action::Kernel { range, .. }, Some(k)) => {
-                        Some((k.handle.0 as cl_kernel, range))
-                    }
+                    (Action::Kernel { range, .. }, Some(k)) => Some((k.handle, range)),
                     _ => None,
                 })
                 .collect();
             let mutable = self.graph.device.command_buffer_mutable;
-            cmdbuf::record(
-                fns,
-                (sim, mutable),
-                cl_queue_of(self.lanes[0]),
-                &nodes,
-                &launches,
-            )
+            driver.record(self.lanes[0], (sim, mutable), &deps, &launches)
         };
         let mut pool = self.pool.lock();
-        let Some((i, pending)) = pool.take(fns, sim, record)? else {
+        let Some((i, pending)) = pool.take(driver, sim, record)? else {
             return Ok(None);
         };
-        let mut ev: cl_event = std::ptr::null_mut();
-        // SAFETY: a finalized command-buffer of this graph's lane; the wait
-        // list holds events of its context.
-        let rc = unsafe {
-            (fns.clEnqueueCommandBufferKHR)(
-                0,
-                std::ptr::null_mut(),
-                pool.get(i),
-                wl.len() as cl_uint,
-                ptr_or_null(wl),
-                &mut ev,
-            )
-        };
-        if pending && rc == CL_INVALID_OPERATION {
-            pool.refused_pending();
-            return Ok(None);
+        let mut ev = EventH::NONE;
+        if !driver.enqueue_recorded(pool.get(i), self.lanes[0], wl, &mut ev)? {
+            if pending {
+                pool.refused_pending();
+                return Ok(None);
+            }
+            return Err(Error::new(
+                Status::Opencl,
+                "the back end refused to enqueue a graph's recording that was not pending",
+            ));
         }
-        check(rc, "clEnqueueCommandBufferKHR")?;
         pool.set_last(i);
         Ok(Some(ev))
     }
