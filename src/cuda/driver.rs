@@ -11,6 +11,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use super::events::{self, Ev};
+use super::graph;
 use super::hostcopy::{self, Rect};
 use super::loader::{
     api, check, Api, CUdeviceptr, MemLocation, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
@@ -19,12 +20,12 @@ use super::loader::{
     CU_MEM_LOCATION_TYPE_DEVICE,
 };
 use super::memory::{self, addr, fill, mem_of, new_mem, Mem};
-use super::module::{launch, Arg, Shape, Stream as LaunchStream};
-use super::program::{auto_local, groups, Kern, Prog};
+use super::module::{launch, Arg, Stream as LaunchStream};
+use super::program::{shape_of, Kern, OwnedArg, Prog};
 use super::state::{make_current, Ctx, Stream};
 use crate::backend::{
-    ArgSet, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH, NativeOf,
-    ProgramH, ProgramInput, QueueH, RectSide, Side, Stamp,
+    ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH,
+    NativeOf, ProgramH, ProgramInput, QueueH, RecordH, RectSide, Side, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -149,6 +150,57 @@ impl Driver for Cuda {
 
     fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64> {
         events::timestamp(e, which)
+    }
+
+    fn records(&self) -> bool {
+        true
+    }
+
+    fn record(
+        &self,
+        q: QueueH,
+        _flags: (bool, bool),
+        deps: &[Vec<usize>],
+        launches: &[Option<(KernelH, &NdRange)>],
+    ) -> Result<(RecordH, Vec<CommandH>)> {
+        let s = stream_of(q);
+        let mut list = Vec::with_capacity(launches.len());
+        for l in launches {
+            list.push(match l {
+                Some((k, range)) => {
+                    let kern = kern_of(*k);
+                    let (f, args) = kern.prepare(s.dev.ordinal)?;
+                    Some((f.clone(), shape_of(range, &kern.name)?, args))
+                }
+                None => None,
+            });
+        }
+        graph::record(s.dev, deps, list)
+    }
+
+    fn enqueue_recorded(
+        &self,
+        r: RecordH,
+        q: QueueH,
+        waits: &[EventH],
+        ev: &mut EventH,
+    ) -> Result<bool> {
+        command(q, waits, Some(ev), |api, s| graph::launch(api, r, s.raw))?;
+        Ok(true)
+    }
+
+    fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {
+        let a = match arg {
+            ArgSet::Bytes(b) => OwnedArg::Bytes(b.to_vec()),
+            ArgSet::Local(n) => OwnedArg::Local(n),
+            ArgSet::Usm(p) => OwnedArg::Pointer(p as u64),
+            ArgSet::Mem(m) => OwnedArg::Pointer(mem_of(m).ptr),
+        };
+        graph::update(r, c, index, a)
+    }
+
+    fn release_recorded(&self, r: RecordH) {
+        graph::release(r);
     }
 
     /// A stream (`CUstream`), a device's primary context (`CUcontext`), or
@@ -513,29 +565,7 @@ impl Driver for Cuda {
         let kern = kern_of(k);
         let s = stream_of(q);
         let (f, args) = kern.prepare(s.dev.ordinal)?;
-        let local = match range.local {
-            Some(l) => l,
-            None => auto_local(range.dims, range.global, 256, [1024, 1024, 64]),
-        };
-        let g = groups(range.global, local, range.dims)?;
-        let u32_of = |v: usize, what: &str| {
-            u32::try_from(v)
-                .map_err(|_| Error::invalid(format!("{what} {v} of kernel '{name}' is above 2^32")))
-        };
-        let shape = Shape {
-            groups: g,
-            local: [
-                u32_of(local[0], "work-group size")?,
-                u32_of(local[1], "work-group size")?,
-                u32_of(local[2], "work-group size")?,
-            ],
-            offset: [
-                u32_of(range.offset[0], "offset")?,
-                u32_of(range.offset[1], "offset")?,
-                u32_of(range.offset[2], "offset")?,
-            ],
-            dims: range.dims,
-        };
+        let shape = shape_of(range, name)?;
         let list: Vec<Arg> = args.iter().map(|a| a.as_arg()).collect();
         command(q, waits, ev, |api, s| {
             launch(api, f, &list, shape, LaunchStream(s.raw)).map_err(|e| {

@@ -23,6 +23,23 @@ pub type CUmodule = *mut c_void;
 pub type CUfunction = *mut c_void;
 pub type CUstream = *mut c_void;
 pub type CUevent = *mut c_void;
+pub type CUgraph = *mut c_void;
+pub type CUgraphNode = *mut c_void;
+pub type CUgraphExec = *mut c_void;
+
+/// `CUDA_KERNEL_NODE_PARAMS_v2`: a graph's kernel node.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelNodeParams {
+    pub func: CUfunction,
+    pub grid: [c_uint; 3],
+    pub block: [c_uint; 3],
+    pub shared_mem: c_uint,
+    pub params: *mut *mut c_void,
+    pub extra: *mut *mut c_void,
+    pub kern: *mut c_void,
+    pub ctx: CUcontext,
+}
 
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
@@ -135,6 +152,13 @@ cuda_table! {
     cuDeviceGetPCIBusId = "cuDeviceGetPCIBusId": fn(*mut c_char, i32, CUdevice);
     cuPointerGetAttribute = "cuPointerGetAttribute": fn(*mut c_void, i32, CUdeviceptr);
     cuMemAdvise = "cuMemAdvise_v2": fn(CUdeviceptr, usize, i32, MemLocation);
+    cuGraphCreate = "cuGraphCreate": fn(*mut CUgraph, c_uint);
+    cuGraphAddKernelNode = "cuGraphAddKernelNode_v2": fn(*mut CUgraphNode, CUgraph, *const CUgraphNode, usize, *const KernelNodeParams);
+    cuGraphInstantiate = "cuGraphInstantiateWithFlags": fn(*mut CUgraphExec, CUgraph, u64);
+    cuGraphLaunch = "cuGraphLaunch": fn(CUgraphExec, CUstream);
+    cuGraphExecKernelNodeSetParams = "cuGraphExecKernelNodeSetParams_v2": fn(CUgraphExec, CUgraphNode, *const KernelNodeParams);
+    cuGraphExecDestroy = "cuGraphExecDestroy": fn(CUgraphExec);
+    cuGraphDestroy = "cuGraphDestroy": fn(CUgraph);
 }
 
 /// A host function a stream runs in order (`cuLaunchHostFunc`); it must

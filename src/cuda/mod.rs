@@ -6,6 +6,7 @@
 pub mod devices;
 pub mod driver;
 pub mod events;
+pub mod graph;
 pub mod hostcopy;
 pub mod loader;
 pub mod memory;

@@ -106,8 +106,9 @@ impl Module {
 }
 
 /// A kernel of a loaded module, valid while the module is loaded.
+#[derive(Clone)]
 pub struct Function {
-    raw: CUfunction,
+    pub(crate) raw: CUfunction,
     pub entry: Entry,
 }
 
@@ -219,46 +220,78 @@ pub struct Shape {
     pub dims: u32,
 }
 
+/// A launch's parameters as CUDA takes them: one pointer per kernel
+/// parameter (the arguments, then the hidden offset), to values this
+/// holds, and the dynamic shared memory the `__local` arguments need.
+pub struct Params<'a> {
+    args: &'a [Arg<'a>],
+    pointers: Vec<u64>,
+    offsets: Vec<u64>,
+    hidden: [u32; OFFSET_BYTES / 4],
+    /// Bytes of dynamic shared memory.
+    pub smem: u32,
+}
+
+impl<'a> Params<'a> {
+    /// Checks `args` against `f`'s parameters and lays them out; allows
+    /// `f` the dynamic shared memory they need above CUDA's default.
+    pub fn new(api: &Api, f: &Function, args: &'a [Arg<'a>], shape: &Shape) -> Result<Params<'a>> {
+        let (offsets, smem) = local_layout(&f.entry, args)?;
+        let pointers = args
+            .iter()
+            .map(|a| match a {
+                Arg::Pointer(p) => *p,
+                _ => 0,
+            })
+            .collect();
+        let [ox, oy, oz] = shape.offset;
+        let smem = u32::try_from(smem).map_err(|_| {
+            Error::new(
+                Status::OutOfLocalMemory,
+                format!("{smem} bytes of group-local memory"),
+            )
+        })?;
+        if smem > 48 * 1024 {
+            // SAFETY: `f` is a function of a loaded module; the attribute
+            // takes a byte count.
+            let rc = unsafe {
+                (api.cuFuncSetAttribute)(
+                    f.raw,
+                    super::loader::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+            };
+            check(api, rc, "cuFuncSetAttribute")
+                .map_err(|e| Error::new(Status::OutOfLocalMemory, e.message))?;
+        }
+        Ok(Params {
+            args,
+            pointers,
+            offsets,
+            hidden: [ox, oy, oz, shape.dims],
+            smem,
+        })
+    }
+
+    /// The pointer list, valid while `self` is.
+    pub fn slots(&self) -> Vec<*mut c_void> {
+        let mut slots: Vec<*mut c_void> = Vec::with_capacity(self.args.len() + 1);
+        for (i, a) in self.args.iter().enumerate() {
+            slots.push(match a {
+                Arg::Bytes(b) => b.as_ptr() as *mut c_void,
+                Arg::Pointer(_) => &self.pointers[i] as *const u64 as *mut c_void,
+                Arg::Local(_) => &self.offsets[i] as *const u64 as *mut c_void,
+            });
+        }
+        slots.push(self.hidden.as_ptr() as *mut c_void);
+        slots
+    }
+}
+
 /// Launches `f` with `args` on `stream`, in the current context.
 pub fn launch(api: &Api, f: &Function, args: &[Arg], shape: Shape, stream: Stream) -> Result<()> {
-    let (offsets, smem) = local_layout(&f.entry, args)?;
-    let mut pointers: Vec<u64> = Vec::with_capacity(args.len());
-    for a in args {
-        pointers.push(match a {
-            Arg::Pointer(p) => *p,
-            _ => 0,
-        });
-    }
-    let [ox, oy, oz] = shape.offset;
-    let hidden: [u32; OFFSET_BYTES / 4] = [ox, oy, oz, shape.dims];
-    let mut slots: Vec<*mut c_void> = Vec::with_capacity(args.len() + 1);
-    for (i, a) in args.iter().enumerate() {
-        slots.push(match a {
-            Arg::Bytes(b) => b.as_ptr() as *mut c_void,
-            Arg::Pointer(_) => &pointers[i] as *const u64 as *mut c_void,
-            Arg::Local(_) => &offsets[i] as *const u64 as *mut c_void,
-        });
-    }
-    slots.push(hidden.as_ptr() as *mut c_void);
-    let smem32 = u32::try_from(smem).map_err(|_| {
-        Error::new(
-            Status::OutOfLocalMemory,
-            format!("{smem} bytes of group-local memory"),
-        )
-    })?;
-    if smem32 > 48 * 1024 {
-        // SAFETY: `f` is a function of a loaded module; the attribute
-        // takes a byte count.
-        let rc = unsafe {
-            (api.cuFuncSetAttribute)(
-                f.raw,
-                super::loader::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                smem32 as i32,
-            )
-        };
-        check(api, rc, "cuFuncSetAttribute")
-            .map_err(|e| Error::new(Status::OutOfLocalMemory, e.message))?;
-    }
+    let params = Params::new(api, f, args, &shape)?;
+    let mut slots = params.slots();
     let [gx, gy, gz] = shape.groups;
     let [bx, by, bz] = shape.local;
     // SAFETY: `slots` holds one pointer per parameter of `f` (the
@@ -274,7 +307,7 @@ pub fn launch(api: &Api, f: &Function, args: &[Arg], shape: Shape, stream: Strea
             bx,
             by,
             bz,
-            smem32,
+            params.smem,
             stream.0,
             slots.as_mut_ptr(),
             std::ptr::null_mut(),

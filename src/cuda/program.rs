@@ -5,11 +5,12 @@
 //! gave none.
 
 use super::loader::api;
-use super::module::{Arg, Function, Module};
+use super::module::{Arg, Function, Module, Shape};
 use super::ptx::{Entry, Param};
 use super::state::{make_current, Ctx};
 use crate::backend::ArgSet;
 use crate::core::error::{Error, Result, Status};
+use crate::core::launch::NdRange;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -188,6 +189,34 @@ impl OwnedArg {
             OwnedArg::Local(n) => Arg::Local(*n),
         }
     }
+}
+
+/// The CUDA shape of a launch of kernel `name` over `range` (its groups
+/// chosen here where the range gives none).
+pub fn shape_of(range: &NdRange, name: &str) -> Result<Shape> {
+    let local = match range.local {
+        Some(l) => l,
+        None => auto_local(range.dims, range.global, 256, [1024, 1024, 64]),
+    };
+    let g = groups(range.global, local, range.dims)?;
+    let u32_of = |v: usize, what: &str| {
+        u32::try_from(v)
+            .map_err(|_| Error::invalid(format!("{what} {v} of kernel '{name}' is above 2^32")))
+    };
+    Ok(Shape {
+        groups: g,
+        local: [
+            u32_of(local[0], "work-group size")?,
+            u32_of(local[1], "work-group size")?,
+            u32_of(local[2], "work-group size")?,
+        ],
+        offset: [
+            u32_of(range.offset[0], "offset")?,
+            u32_of(range.offset[1], "offset")?,
+            u32_of(range.offset[2], "offset")?,
+        ],
+        dims: range.dims,
+    })
 }
 
 /// Work-items per group for a range of `global` items in `dims`

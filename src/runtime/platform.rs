@@ -513,9 +513,11 @@ fn cuda_device(
         out_of_order: true,
         profiling: true,
         caps,
-        command_buffer: None,
-        command_buffer_simultaneous: false,
-        command_buffer_mutable: false,
+        // Graphs of kernels are recorded as CUDA graphs, launched again
+        // while pending (in order), their arguments updated in place.
+        command_buffer: Some(0),
+        command_buffer_simultaneous: true,
+        command_buffer_mutable: true,
         strategy,
         usm: usm_support(strategy, &caps),
         staging: crate::core::staging::enabled(false, None).0,

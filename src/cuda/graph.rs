@@ -1,0 +1,189 @@
+//! Recordings on the CUDA back end: a graph's kernels as a CUDA graph of
+//! kernel nodes with their dependencies, instantiated once and launched
+//! as one command per replay; an argument update is applied to the
+//! instantiated graph in place (`cuGraphExecKernelNodeSetParams`).
+//!
+//! CUDA handles are opaque identifiers that only the driver interprets,
+//! so passing them on is not a dereference by this code.
+
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use super::loader::{
+    api, check, Api, CUgraph, CUgraphExec, CUgraphNode, KernelNodeParams, CUDA_SUCCESS,
+};
+use super::module::{Function, Params, Shape};
+use super::program::OwnedArg;
+use super::state::{make_current, DevCtx};
+use crate::backend::{CommandH, RecordH};
+use crate::core::error::Result;
+use parking_lot::Mutex;
+
+/// One kernel node: its function, shape and current arguments.
+struct Node {
+    node: CUgraphNode,
+    func: Function,
+    shape: Shape,
+    args: Vec<OwnedArg>,
+}
+
+/// A recorded graph.
+pub struct Rec {
+    graph: CUgraph,
+    exec: CUgraphExec,
+    pub dev: DevCtx,
+    /// Node `i` of the recording (`None`: it launches nothing).
+    nodes: Mutex<Vec<Option<Node>>>,
+}
+
+// SAFETY: CUDA graphs are usable from any thread whose current context is
+// theirs (each use makes it so); the nodes are behind a lock.
+unsafe impl Send for Rec {}
+// SAFETY: as above.
+unsafe impl Sync for Rec {}
+
+/// The recording behind `r`.
+pub fn of(r: RecordH) -> &'static Rec {
+    // SAFETY: made by Box::into_raw in `record`, alive until `release`.
+    unsafe { &*(r.0 as *const Rec) }
+}
+
+fn node_params(
+    n: &Node,
+    params: &Params<'_>,
+    slots: &mut [*mut std::ffi::c_void],
+) -> KernelNodeParams {
+    KernelNodeParams {
+        func: n.func.raw,
+        grid: n.shape.groups,
+        block: n.shape.local,
+        shared_mem: params.smem,
+        params: slots.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    }
+}
+
+/// Records `launches` (function, shape and arguments of node `i`, or
+/// `None`) after `deps[i]` on device `dev`, and instantiates the graph.
+pub fn record(
+    dev: DevCtx,
+    deps: &[Vec<usize>],
+    launches: Vec<Option<(Function, Shape, Vec<OwnedArg>)>>,
+) -> Result<(RecordH, Vec<CommandH>)> {
+    let api = api()?;
+    make_current(api, dev.ctx)?;
+    let mut graph: CUgraph = std::ptr::null_mut();
+    // SAFETY: `graph` is a valid slot; flags must be 0.
+    let rc = unsafe { (api.cuGraphCreate)(&mut graph, 0) };
+    check(api, rc, "cuGraphCreate")?;
+    let mut rec = Rec {
+        graph,
+        exec: std::ptr::null_mut(),
+        dev,
+        nodes: Mutex::new(Vec::new()),
+    };
+    let mut nodes: Vec<Option<Node>> = Vec::with_capacity(launches.len());
+    for (i, l) in launches.into_iter().enumerate() {
+        let Some((func, shape, args)) = l else {
+            nodes.push(None);
+            continue;
+        };
+        let before: Vec<CUgraphNode> = deps
+            .get(i)
+            .into_iter()
+            .flatten()
+            .filter_map(|&d| nodes.get(d).and_then(|n| n.as_ref()).map(|n| n.node))
+            .collect();
+        let mut n = Node {
+            node: std::ptr::null_mut(),
+            func,
+            shape,
+            args,
+        };
+        let list: Vec<_> = n.args.iter().map(|a| a.as_arg()).collect();
+        let params = Params::new(api, &n.func, &list, &n.shape)?;
+        let mut slots = params.slots();
+        let p = node_params(&n, &params, &mut slots);
+        // SAFETY: a live graph; `before` holds nodes of it; `p` points to
+        // parameter values alive until the call returns, which copies them.
+        let rc = unsafe {
+            (api.cuGraphAddKernelNode)(&mut n.node, rec.graph, before.as_ptr(), before.len(), &p)
+        };
+        check(api, rc, "cuGraphAddKernelNode")?;
+        nodes.push(Some(n));
+    }
+    // SAFETY: a complete graph; `exec` is a valid slot; no flags.
+    let rc = unsafe { (api.cuGraphInstantiate)(&mut rec.exec, rec.graph, 0) };
+    check(api, rc, "cuGraphInstantiate")?;
+    let commands = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| CommandH(if n.is_some() { i + 1 } else { 0 }))
+        .collect();
+    *rec.nodes.get_mut() = nodes;
+    Ok((RecordH(Box::into_raw(Box::new(rec)) as usize), commands))
+}
+
+/// Sets argument `index` of command `c` of `r` to `arg` in the
+/// instantiated graph; `false` where CUDA refuses.
+pub fn update(r: RecordH, c: CommandH, index: u32, arg: OwnedArg) -> bool {
+    let Ok(api) = api() else { return false };
+    let rec = of(r);
+    if make_current(api, rec.dev.ctx).is_err() || c.0 == 0 {
+        return false;
+    }
+    let mut nodes = rec.nodes.lock();
+    let Some(Some(n)) = nodes.get_mut(c.0 - 1) else {
+        return false;
+    };
+    let Some(slot) = n.args.get_mut(index as usize) else {
+        return false;
+    };
+    let old = std::mem::replace(slot, arg);
+    let list: Vec<_> = n.args.iter().map(|a| a.as_arg()).collect();
+    let ok = match Params::new(api, &n.func, &list, &n.shape) {
+        Ok(params) => {
+            let mut slots = params.slots();
+            let p = node_params(n, &params, &mut slots);
+            // SAFETY: a node of this instantiated graph, not running (the
+            // caller's contract); the values live until the call returns.
+            unsafe { (api.cuGraphExecKernelNodeSetParams)(rec.exec, n.node, &p) == CUDA_SUCCESS }
+        }
+        Err(_) => false,
+    };
+    if !ok {
+        drop(list);
+        n.args[index as usize] = old;
+    }
+    ok
+}
+
+/// Destroys recording `r` (CUDA finishes a launch of it still running).
+pub fn release(r: RecordH) {
+    // SAFETY: made by Box::into_raw in `record`, released once.
+    drop(unsafe { Box::from_raw(r.0 as *mut Rec) });
+}
+
+/// Launches `r` on stream `s` (of its device).
+pub fn launch(api: &Api, r: RecordH, s: super::loader::CUstream) -> Result<()> {
+    // SAFETY: an instantiated graph and a stream of its context.
+    let rc = unsafe { (api.cuGraphLaunch)(of(r).exec, s) };
+    check(api, rc, "cuGraphLaunch")
+}
+
+impl Drop for Rec {
+    fn drop(&mut self) {
+        let Ok(api) = api() else { return };
+        if make_current(api, self.dev.ctx).is_err() {
+            return;
+        }
+        // SAFETY: made in `record`, destroyed once.
+        unsafe {
+            if !self.exec.is_null() {
+                (api.cuGraphExecDestroy)(self.exec);
+            }
+            (api.cuGraphDestroy)(self.graph);
+        }
+    }
+}
