@@ -92,6 +92,23 @@ handle!(
     CommandH
 );
 
+/// One node of a recording.
+#[derive(Clone, Copy, Debug)]
+pub enum RecNode<'a> {
+    /// Nothing (the node only orders others).
+    Nothing,
+    /// A kernel, with the arguments set on it now, over a range.
+    Kernel(KernelH, &'a NdRange),
+    /// A copy of `size` bytes between unified shared memory addresses.
+    Copy { dst: usize, src: usize, size: usize },
+    /// A fill of `size` bytes at `dst` with `pattern`.
+    Fill {
+        dst: usize,
+        pattern: &'a [u8],
+        size: usize,
+    },
+}
+
 /// What a program is built from.
 #[derive(Clone, Copy, Debug)]
 pub enum ProgramInput<'a> {
@@ -215,20 +232,25 @@ pub trait Driver: Send + Sync {
         false
     }
 
-    /// Records `launches` (node `i` runs kernel `launches[i]` over its
-    /// range, with the arguments set on it now; `None`: nothing) after
-    /// `deps[i]` (indices of earlier nodes that launch something) for
-    /// queue `q`. `flags`: (enqueued again while pending, argument updates
-    /// wanted). Returns the recording and each node's command for
-    /// updates (empty where updates are not possible).
+    /// Whether a recording can hold `n` (kernels, where the back end
+    /// records at all; copies and fills where it says so).
+    fn can_record(&self, n: &RecNode<'_>) -> bool {
+        self.records() && matches!(n, RecNode::Nothing | RecNode::Kernel(..))
+    }
+
+    /// Records `nodes` (each one [`Driver::can_record`] takes) after
+    /// `deps[i]` (indices of earlier nodes that do something) for queue
+    /// `q`. `flags`: (enqueued again while pending, argument updates
+    /// wanted). Returns the recording and each node's command for updates
+    /// (empty where updates are not possible).
     fn record(
         &self,
         q: QueueH,
         flags: (bool, bool),
         deps: &[Vec<usize>],
-        launches: &[Option<(KernelH, &NdRange)>],
+        nodes: &[RecNode<'_>],
     ) -> Result<(RecordH, Vec<CommandH>)> {
-        let _ = (q, flags, deps, launches);
+        let _ = (q, flags, deps, nodes);
         Err(crate::core::error::Error::new(
             crate::core::error::Status::FeatureNotSupported,
             format!("the {} back end records no graphs", self.name()),

@@ -25,7 +25,7 @@ use super::program::{shape_of, Kern, OwnedArg, Prog};
 use super::state::{make_current, Ctx, Stream};
 use crate::backend::{
     ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH,
-    NativeOf, ProgramH, ProgramInput, QueueH, RecordH, RectSide, Side, Stamp,
+    NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -156,26 +156,38 @@ impl Driver for Cuda {
         true
     }
 
+    /// Kernels; copies between memory CUDA knows; fills with a pattern
+    /// of 1, 2 or 4 bytes of such memory.
+    fn can_record(&self, n: &RecNode<'_>) -> bool {
+        api().is_ok_and(|api| graph::recordable(api, n))
+    }
+
     fn record(
         &self,
         q: QueueH,
         _flags: (bool, bool),
         deps: &[Vec<usize>],
-        launches: &[Option<(KernelH, &NdRange)>],
+        nodes: &[RecNode<'_>],
     ) -> Result<(RecordH, Vec<CommandH>)> {
         let s = stream_of(q);
-        let mut list = Vec::with_capacity(launches.len());
-        for l in launches {
-            list.push(match l {
-                Some((k, range)) => {
-                    let kern = kern_of(*k);
+        let mut plans = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            plans.push(match *n {
+                RecNode::Nothing => graph::Plan::Nothing,
+                RecNode::Kernel(k, range) => {
+                    let kern = kern_of(k);
                     let (f, args) = kern.prepare(s.dev.ordinal)?;
-                    Some((f.clone(), shape_of(range, &kern.name)?, args))
+                    graph::Plan::Kernel(f.clone(), shape_of(range, &kern.name)?, args)
                 }
-                None => None,
+                RecNode::Copy { dst, src, size } => graph::Plan::Copy {
+                    dst: dst as u64,
+                    src: src as u64,
+                    size,
+                },
+                RecNode::Fill { dst, pattern, size } => graph::fill_plan(dst, pattern, size),
             });
         }
-        graph::record(s.dev, deps, list)
+        graph::record(s.dev, deps, plans)
     }
 
     fn enqueue_recorded(

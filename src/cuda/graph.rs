@@ -1,5 +1,6 @@
-//! Recordings on the CUDA back end: a graph's kernels as a CUDA graph of
-//! kernel nodes with their dependencies, instantiated once and launched
+//! Recordings on the CUDA back end: a graph's kernels, copies and fills as
+//! a CUDA graph of kernel, memcpy and memset nodes with their
+//! dependencies, instantiated once and launched
 //! as one command per replay; an argument update is applied to the
 //! instantiated graph in place (`cuGraphExecKernelNodeSetParams`).
 //!
@@ -8,15 +9,70 @@
 
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+use super::hostcopy::is_pageable;
 use super::loader::{
-    api, check, Api, CUgraph, CUgraphExec, CUgraphNode, KernelNodeParams, CUDA_SUCCESS,
+    api, check, Api, CUgraph, CUgraphExec, CUgraphNode, KernelNodeParams, Memcpy3D, MemsetParams,
+    CUDA_SUCCESS, CU_MEMORYTYPE_UNIFIED,
 };
 use super::module::{Function, Params, Shape};
 use super::program::OwnedArg;
 use super::state::{make_current, DevCtx};
-use crate::backend::{CommandH, RecordH};
+use crate::backend::{CommandH, RecNode, RecordH};
 use crate::core::error::Result;
 use parking_lot::Mutex;
+
+/// A node to record.
+pub enum Plan {
+    Nothing,
+    Kernel(Function, Shape, Vec<OwnedArg>),
+    /// `size` bytes from `src` to `dst`.
+    Copy {
+        dst: u64,
+        src: u64,
+        size: usize,
+    },
+    /// `count` elements of `elem` bytes (1, 2 or 4) holding `value`.
+    Fill {
+        dst: u64,
+        value: u32,
+        elem: u32,
+        count: usize,
+    },
+}
+
+/// Whether a recording takes `n`: kernels; copies between memory CUDA
+/// knows; fills of such memory with a pattern of 1, 2 or 4 bytes.
+pub fn recordable(api: &Api, n: &RecNode<'_>) -> bool {
+    match *n {
+        RecNode::Nothing | RecNode::Kernel(..) => true,
+        RecNode::Copy { dst, src, .. } => {
+            !is_pageable(api, dst as u64) && !is_pageable(api, src as u64)
+        }
+        RecNode::Fill { dst, pattern, size } => {
+            matches!(pattern.len(), 1 | 2 | 4)
+                && size % pattern.len() == 0
+                && !is_pageable(api, dst as u64)
+        }
+    }
+}
+
+/// A fill of `size` bytes at `dst` with `pattern` (1, 2 or 4 bytes).
+pub fn fill_plan(dst: usize, pattern: &[u8], size: usize) -> Plan {
+    let n = pattern.len().clamp(1, 4);
+    let mut word = [0u8; 4];
+    word[..n.min(pattern.len())].copy_from_slice(&pattern[..n.min(pattern.len())]);
+    let value = match n {
+        1 => u32::from(word[0]),
+        2 => u32::from(u16::from_ne_bytes([word[0], word[1]])),
+        _ => u32::from_ne_bytes(word),
+    };
+    Plan::Fill {
+        dst: dst as u64,
+        value,
+        elem: n as u32,
+        count: size / n,
+    }
+}
 
 /// One kernel node: its function, shape and current arguments.
 struct Node {
@@ -64,12 +120,12 @@ fn node_params(
     }
 }
 
-/// Records `launches` (function, shape and arguments of node `i`, or
-/// `None`) after `deps[i]` on device `dev`, and instantiates the graph.
+/// Records `plans` after `deps[i]` on device `dev`, and instantiates the
+/// graph.
 pub fn record(
     dev: DevCtx,
     deps: &[Vec<usize>],
-    launches: Vec<Option<(Function, Shape, Vec<OwnedArg>)>>,
+    plans: Vec<Plan>,
 ) -> Result<(RecordH, Vec<CommandH>)> {
     let api = api()?;
     make_current(api, dev.ctx)?;
@@ -83,45 +139,111 @@ pub fn record(
         dev,
         nodes: Mutex::new(Vec::new()),
     };
-    let mut nodes: Vec<Option<Node>> = Vec::with_capacity(launches.len());
-    for (i, l) in launches.into_iter().enumerate() {
-        let Some((func, shape, args)) = l else {
-            nodes.push(None);
-            continue;
-        };
+    // Each node's graph node (null: nothing), and its kernel's state.
+    let mut made: Vec<CUgraphNode> = Vec::with_capacity(plans.len());
+    let mut kernels: Vec<Option<Node>> = Vec::with_capacity(plans.len());
+    for (i, plan) in plans.into_iter().enumerate() {
         let before: Vec<CUgraphNode> = deps
             .get(i)
             .into_iter()
             .flatten()
-            .filter_map(|&d| nodes.get(d).and_then(|n| n.as_ref()).map(|n| n.node))
+            .filter_map(|&d| made.get(d).copied().filter(|n| !n.is_null()))
             .collect();
-        let mut n = Node {
-            node: std::ptr::null_mut(),
-            func,
-            shape,
-            args,
-        };
-        let list: Vec<_> = n.args.iter().map(|a| a.as_arg()).collect();
-        let params = Params::new(api, &n.func, &list, &n.shape)?;
-        let mut slots = params.slots();
-        let p = node_params(&n, &params, &mut slots);
-        // SAFETY: a live graph; `before` holds nodes of it; `p` points to
-        // parameter values alive until the call returns, which copies them.
-        let rc = unsafe {
-            (api.cuGraphAddKernelNode)(&mut n.node, rec.graph, before.as_ptr(), before.len(), &p)
-        };
-        check(api, rc, "cuGraphAddKernelNode")?;
-        nodes.push(Some(n));
+        let mut node: CUgraphNode = std::ptr::null_mut();
+        let mut kernel = None;
+        match plan {
+            Plan::Nothing => {}
+            Plan::Kernel(func, shape, args) => {
+                let n = Node {
+                    node: std::ptr::null_mut(),
+                    func,
+                    shape,
+                    args,
+                };
+                let list: Vec<_> = n.args.iter().map(|a| a.as_arg()).collect();
+                let params = Params::new(api, &n.func, &list, &n.shape)?;
+                let mut slots = params.slots();
+                let p = node_params(&n, &params, &mut slots);
+                // SAFETY: a live graph; `before` holds nodes of it; `p`
+                // points to values alive until the call returns, which
+                // copies them.
+                let rc = unsafe {
+                    (api.cuGraphAddKernelNode)(
+                        &mut node,
+                        rec.graph,
+                        before.as_ptr(),
+                        before.len(),
+                        &p,
+                    )
+                };
+                check(api, rc, "cuGraphAddKernelNode")?;
+                kernel = Some(Node { node, ..n });
+            }
+            Plan::Copy { dst, src, size } => {
+                let c = Memcpy3D {
+                    src_type: CU_MEMORYTYPE_UNIFIED,
+                    src_device: src,
+                    dst_type: CU_MEMORYTYPE_UNIFIED,
+                    dst_device: dst,
+                    width: size,
+                    height: 1,
+                    depth: 1,
+                    ..Memcpy3D::default()
+                };
+                // SAFETY: as above; both addresses are memory CUDA knows,
+                // `size` bytes each (checked when the graph was recorded).
+                let rc = unsafe {
+                    (api.cuGraphAddMemcpyNode)(
+                        &mut node,
+                        rec.graph,
+                        before.as_ptr(),
+                        before.len(),
+                        &c,
+                        dev.ctx,
+                    )
+                };
+                check(api, rc, "cuGraphAddMemcpyNode")?;
+            }
+            Plan::Fill {
+                dst,
+                value,
+                elem,
+                count,
+            } => {
+                let m = MemsetParams {
+                    dst,
+                    pitch: 0,
+                    value,
+                    element_size: elem,
+                    width: count,
+                    height: 1,
+                };
+                // SAFETY: as above; `dst` holds `count` elements.
+                let rc = unsafe {
+                    (api.cuGraphAddMemsetNode)(
+                        &mut node,
+                        rec.graph,
+                        before.as_ptr(),
+                        before.len(),
+                        &m,
+                        dev.ctx,
+                    )
+                };
+                check(api, rc, "cuGraphAddMemsetNode")?;
+            }
+        }
+        made.push(node);
+        kernels.push(kernel);
     }
     // SAFETY: a complete graph; `exec` is a valid slot; no flags.
     let rc = unsafe { (api.cuGraphInstantiate)(&mut rec.exec, rec.graph, 0) };
     check(api, rc, "cuGraphInstantiate")?;
-    let commands = nodes
+    let commands = kernels
         .iter()
         .enumerate()
         .map(|(i, n)| CommandH(if n.is_some() { i + 1 } else { 0 }))
         .collect();
-    *rec.nodes.get_mut() = nodes;
+    *rec.nodes.get_mut() = kernels;
     Ok((RecordH(Box::into_raw(Box::new(rec)) as usize), commands))
 }
 

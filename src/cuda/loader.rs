@@ -27,6 +27,51 @@ pub type CUgraph = *mut c_void;
 pub type CUgraphNode = *mut c_void;
 pub type CUgraphExec = *mut c_void;
 
+/// `CUDA_MEMCPY3D`: a copy (here one row of `width` bytes between two
+/// addresses, with unified addressing).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memcpy3D {
+    pub src_x: usize,
+    pub src_y: usize,
+    pub src_z: usize,
+    pub src_lod: usize,
+    pub src_type: u32,
+    pub src_host: usize,
+    pub src_device: CUdeviceptr,
+    pub src_array: usize,
+    pub reserved0: usize,
+    pub src_pitch: usize,
+    pub src_height: usize,
+    pub dst_x: usize,
+    pub dst_y: usize,
+    pub dst_z: usize,
+    pub dst_lod: usize,
+    pub dst_type: u32,
+    pub dst_host: usize,
+    pub dst_device: CUdeviceptr,
+    pub dst_array: usize,
+    pub reserved1: usize,
+    pub dst_pitch: usize,
+    pub dst_height: usize,
+    pub width: usize,
+    pub height: usize,
+    pub depth: usize,
+}
+
+/// `CUDA_MEMSET_NODE_PARAMS`: a fill of `width` elements of 1, 2 or 4
+/// bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemsetParams {
+    pub dst: CUdeviceptr,
+    pub pitch: usize,
+    pub value: c_uint,
+    pub element_size: c_uint,
+    pub width: usize,
+    pub height: usize,
+}
+
 /// `CUDA_KERNEL_NODE_PARAMS_v2`: a graph's kernel node.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -154,6 +199,8 @@ cuda_table! {
     cuMemAdvise = "cuMemAdvise_v2": fn(CUdeviceptr, usize, i32, MemLocation);
     cuGraphCreate = "cuGraphCreate": fn(*mut CUgraph, c_uint);
     cuGraphAddKernelNode = "cuGraphAddKernelNode_v2": fn(*mut CUgraphNode, CUgraph, *const CUgraphNode, usize, *const KernelNodeParams);
+    cuGraphAddMemcpyNode = "cuGraphAddMemcpyNode": fn(*mut CUgraphNode, CUgraph, *const CUgraphNode, usize, *const Memcpy3D, CUcontext);
+    cuGraphAddMemsetNode = "cuGraphAddMemsetNode": fn(*mut CUgraphNode, CUgraph, *const CUgraphNode, usize, *const MemsetParams, CUcontext);
     cuGraphInstantiate = "cuGraphInstantiateWithFlags": fn(*mut CUgraphExec, CUgraph, u64);
     cuGraphLaunch = "cuGraphLaunch": fn(CUgraphExec, CUstream);
     cuGraphExecKernelNodeSetParams = "cuGraphExecKernelNodeSetParams_v2": fn(CUgraphExec, CUgraphNode, *const KernelNodeParams);

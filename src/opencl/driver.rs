@@ -12,7 +12,7 @@ use super::intel::IntelUsm;
 use super::loader::{api, check, cl_error_name};
 use crate::backend::{
     ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH,
-    NativeOf, ProgramH, ProgramInput, QueueH, RecordH, RectSide, Side, Stamp,
+    NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side, Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -138,7 +138,7 @@ impl Driver for OpenCl {
         q: QueueH,
         flags: (bool, bool),
         deps: &[Vec<usize>],
-        launches: &[Option<(KernelH, &NdRange)>],
+        nodes: &[RecNode<'_>],
     ) -> Result<(RecordH, Vec<CommandH>)> {
         let fns = self.cmdbuf.as_ref().ok_or_else(|| {
             Error::new(
@@ -146,7 +146,7 @@ impl Driver for OpenCl {
                 "the platform has no command-buffers",
             )
         })?;
-        super::record::record(fns, flags, cl_queue_of(q), deps, launches)
+        super::record::record(fns, flags, cl_queue_of(q), deps, nodes)
     }
 
     fn enqueue_recorded(

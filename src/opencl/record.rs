@@ -7,13 +7,12 @@ use super::cmdbuf::*;
 use super::ffi::*;
 use super::handles::{cl_events, event_h, ptr_or_null};
 use super::loader::check;
-use crate::backend::{ArgSet, CommandH, EventH, KernelH, RecordH};
+use crate::backend::{ArgSet, CommandH, EventH, KernelH, RecNode, RecordH};
 use crate::core::error::{Error, Result};
 use crate::core::launch::NdRange;
 use std::ffi::c_void;
 
-/// Records `launches` (node `i` enqueues its kernel over its range, or
-/// nothing when `None`) with dependencies `deps` into a new command-buffer
+/// Records `nodes` (kernels, or nothing) with dependencies `deps` into a new command-buffer
 /// on `queue`, and finalizes it. `mutable`: with argument updates allowed,
 /// returning each kernel command's handle.
 pub fn record(
@@ -21,8 +20,21 @@ pub fn record(
     (simultaneous, mutable): (bool, bool),
     queue: cl_command_queue,
     deps: &[Vec<usize>],
-    launches: &[Option<(KernelH, &NdRange)>],
+    nodes: &[RecNode<'_>],
 ) -> Result<(RecordH, Vec<CommandH>)> {
+    let mut launches: Vec<Option<(KernelH, &NdRange)>> = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        launches.push(match *n {
+            RecNode::Nothing => None,
+            RecNode::Kernel(k, range) => Some((k, range)),
+            RecNode::Copy { .. } | RecNode::Fill { .. } => {
+                return Err(Error::new(
+                    crate::core::error::Status::FeatureNotSupported,
+                    "OpenCL command-buffers here hold kernels only",
+                ))
+            }
+        });
+    }
     let mut err = CL_SUCCESS;
     let q = [queue];
     let wanted = (CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR * cl_ulong::from(simultaneous))

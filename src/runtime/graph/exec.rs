@@ -170,13 +170,16 @@ impl ExecGraph {
             })
             .collect();
         let plan = plan(&nodes, GRAPH_LANES).map_err(|m| Error::new(Status::Internal, m))?;
-        // Command-buffers hold the graph's kernels only.
-        let all_direct =
-            kinds.iter().all(|&k| k != NodeKind::Eager)
-                && kinds.contains(&NodeKind::Direct)
-                && graph.nodes.iter().zip(&kinds).all(|(n, &k)| {
-                    k != NodeKind::Direct || matches!(n.action, Action::Kernel { .. })
-                });
+        // A recording holds kernels, and copies and fills where the back
+        // end takes them (a kernel's handle is not needed to ask).
+        let driver = graph.ctx.platform.driver;
+        let all_direct = kinds.iter().all(|&k| k != NodeKind::Eager)
+            && kinds.contains(&NodeKind::Direct)
+            && graph.nodes.iter().zip(&kinds).all(|(n, &k)| {
+                k != NodeKind::Direct
+                    || matches!(n.action, Action::Kernel { .. })
+                    || driver.can_record(&n.action.recorded(None))
+            });
         let backend = match graph.device.command_buffer {
             Some(_) if all_direct && graph.ctx.platform.driver.records() => Backend::CommandBuffer,
             _ => Backend::Replay,

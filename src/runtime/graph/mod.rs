@@ -26,6 +26,7 @@ mod replay;
 pub use exec::{Backend, ExecGraph, ExecStats};
 pub use record::{recording_of, recording_using, Recording};
 
+use crate::backend::RecNode;
 use crate::core::launch::NdRange;
 use crate::runtime::buffer::{Buffer, Mode};
 use crate::runtime::context::Context;
@@ -123,6 +124,23 @@ pub enum Action {
     },
     /// Orders later nodes after earlier ones; does nothing itself.
     Barrier,
+}
+
+impl Action {
+    /// What a back end's recording holds for this node (`kernel`: the
+    /// node's own kernel, where it launches one).
+    pub(crate) fn recorded<'a>(&'a self, kernel: Option<&Arc<Kernel>>) -> RecNode<'a> {
+        match (self, kernel) {
+            (Action::Kernel { range, .. }, Some(k)) => RecNode::Kernel(k.handle, range),
+            (&Action::Memcpy { dst, src, size }, _) => RecNode::Copy { dst, src, size },
+            (Action::Fill { ptr, pattern, size }, _) => RecNode::Fill {
+                dst: *ptr,
+                pattern,
+                size: *size,
+            },
+            _ => RecNode::Nothing,
+        }
+    }
 }
 
 /// One recorded command.

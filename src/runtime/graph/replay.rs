@@ -6,11 +6,10 @@
 use super::exec::{args_of, Backend, ExecGraph, Last};
 use super::managed;
 use super::{Action, Node};
-use crate::backend::{EventH, KernelH};
+use crate::backend::{EventH, RecNode};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::resolve_empty;
 use crate::core::graph::{NodeKind, PlanNode};
-use crate::core::launch::NdRange;
 use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
@@ -204,18 +203,15 @@ impl ExecGraph {
                 })
                 .collect();
             let deps = resolve_empty(&nodes).map_err(Error::invalid)?;
-            let launches: Vec<Option<(KernelH, &NdRange)>> = self
+            let recorded: Vec<RecNode> = self
                 .graph
                 .nodes
                 .iter()
                 .zip(kernels.iter())
-                .map(|(n, k)| match (&n.action, k) {
-                    (Action::Kernel { range, .. }, Some(k)) => Some((k.handle, range)),
-                    _ => None,
-                })
+                .map(|(n, k)| n.action.recorded(k.as_ref()))
                 .collect();
             let mutable = self.graph.device.command_buffer_mutable;
-            driver.record(self.lanes[0], (sim, mutable), &deps, &launches)
+            driver.record(self.lanes[0], (sim, mutable), &deps, &recorded)
         };
         let mut pool = self.pool.lock();
         let Some((i, pending)) = pool.take(driver, sim, record)? else {
