@@ -309,3 +309,29 @@ impl Drop for Rec {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill(pattern: &[u8], size: usize) -> (u64, u32, u32, usize) {
+        match fill_plan(0x1000, pattern, size) {
+            Plan::Fill {
+                dst,
+                value,
+                elem,
+                count,
+            } => (dst, value, elem, count),
+            _ => (0, 0, 0, 0),
+        }
+    }
+
+    #[test]
+    fn fills_become_memset_elements() {
+        assert_eq!(fill(&[0xab], 100), (0x1000, 0xab, 1, 100));
+        let two = 0x1234u16.to_ne_bytes();
+        assert_eq!(fill(&two, 64), (0x1000, 0x1234, 2, 32));
+        let four = 0xdead_beefu32.to_ne_bytes();
+        assert_eq!(fill(&four, 64), (0x1000, 0xdead_beef, 4, 16));
+    }
+}
