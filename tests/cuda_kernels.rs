@@ -347,6 +347,16 @@ fn case_misc(api: &'static Api, m: &Module) -> Result<(), String> {
     Ok(())
 }
 
+/// Says on standard error, past the test harness's capture, that the test
+/// skipped and why.
+fn skipped(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIP opencl_c_kernels_run_through_cuda: {why}"
+    );
+}
+
 /// One kernel's run and check.
 type Case = fn(&'static Api, &Module) -> Result<(), String>;
 
@@ -361,12 +371,10 @@ fn nvidia_device() -> Option<&'static Device> {
 fn opencl_c_kernels_run_through_cuda() {
     let api = match loader::api() {
         Ok(a) => a,
-        Err(e) => return println!("skipped: no CUDA driver: {}", e.message),
+        Err(e) => return skipped(&format!("no CUDA driver: {}", e.message)),
     };
     let Some(dev) = nvidia_device() else {
-        return println!(
-            "skipped: no NVIDIA device on an OpenCL platform, whose compiler makes the PTX"
-        );
+        return skipped("no NVIDIA device on an OpenCL platform, whose compiler makes the PTX");
     };
     let ctx = Context::create(&[dev])
         .map_err(|e| e.message)
