@@ -56,21 +56,21 @@ pub fn recordable(api: &Api, n: &RecNode<'_>) -> bool {
     }
 }
 
-/// A fill of `size` bytes at `dst` with `pattern` (1, 2 or 4 bytes).
+/// A fill of `size` bytes at `dst` with `pattern`, which [`recordable`]
+/// took (1, 2 or 4 bytes).
 pub fn fill_plan(dst: usize, pattern: &[u8], size: usize) -> Plan {
-    let n = pattern.len().clamp(1, 4);
-    let mut word = [0u8; 4];
-    word[..n.min(pattern.len())].copy_from_slice(&pattern[..n.min(pattern.len())]);
-    let value = match n {
-        1 => u32::from(word[0]),
-        2 => u32::from(u16::from_ne_bytes([word[0], word[1]])),
-        _ => u32::from_ne_bytes(word),
+    let value = match *pattern {
+        [a] => u32::from(a),
+        [a, b] => u32::from(u16::from_ne_bytes([a, b])),
+        [a, b, c, d] => u32::from_ne_bytes([a, b, c, d]),
+        _ => 0,
     };
+    let elem = pattern.len().max(1);
     Plan::Fill {
         dst: dst as u64,
         value,
-        elem: n as u32,
-        count: size / n,
+        elem: elem as u32,
+        count: size / elem,
     }
 }
 
