@@ -200,6 +200,12 @@ pub trait Driver: Send + Sync {
     /// The back end's name, for messages.
     fn name(&self) -> &'static str;
 
+    /// The name of failure status `code` of one of this back end's
+    /// events (OpenCL's names by default).
+    fn failure_name(&self, code: i32) -> String {
+        crate::core::cl_status::cl_error_name(code).to_string()
+    }
+
     /// Gives back the runtime's reference to `e`.
     fn release_event(&self, e: EventH);
 

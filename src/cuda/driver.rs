@@ -120,6 +120,15 @@ impl Driver for Cuda {
         "CUDA"
     }
 
+    /// CUDA's name for the error that ended the command.
+    fn failure_name(&self, code: i32) -> String {
+        match (events::cuda_code(code), api()) {
+            (Some(c), Ok(api)) => super::loader::error_name(api, c),
+            (Some(c), Err(_)) => format!("CUDA error {c}"),
+            (None, _) => crate::core::cl_status::cl_error_name(code).to_string(),
+        }
+    }
+
     fn release_event(&self, e: EventH) {
         events::release(e);
     }

@@ -30,6 +30,12 @@ pub fn failure(code: i32) -> i32 {
     -10_000 - code
 }
 
+/// The CUDA error behind failure status `status` (see [`failure`]), or
+/// `None` where it is not one.
+pub fn cuda_code(status: i32) -> Option<i32> {
+    (status <= -10_000).then_some(-10_000 - status)
+}
+
 /// A word of mapped, pinned host memory, as the host and a device see it.
 #[derive(Clone, Copy)]
 struct Slot {
@@ -454,4 +460,19 @@ pub fn begin(api: &Api, stream: &Stream) -> Result<(CUevent, u64)> {
         return Err(e);
     }
     Ok((start, now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_statuses_carry_the_cuda_error() {
+        assert_eq!(failure(700), -10_700);
+        assert_eq!(cuda_code(failure(700)), Some(700));
+        assert_eq!(cuda_code(failure(1)), Some(1));
+        // OpenCL's codes and the seam's statuses are not CUDA errors.
+        assert_eq!(cuda_code(-5), None);
+        assert_eq!(cuda_code(COMPLETE), None);
+    }
 }

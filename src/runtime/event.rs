@@ -2,7 +2,6 @@
 
 use super::context::Context;
 use crate::backend::{self, Driver, EventH, Stamp};
-use crate::core::cl_status::cl_error_name;
 use crate::core::error::{Error, Result, Status};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -519,7 +518,7 @@ impl Event {
             format!(
                 "{} failed on the device: {} ({code})",
                 self.what,
-                cl_error_name(code)
+                self.driver.failure_name(code)
             ),
         )
     }
