@@ -12,6 +12,7 @@
 
 use super::events::{self, Ev};
 use super::graph;
+use super::hold;
 use super::hostcopy::{self, Rect};
 use super::loader::{
     api, check, Api, CUdeviceptr, MemLocation, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
@@ -20,7 +21,7 @@ use super::loader::{
     CU_MEM_LOCATION_TYPE_DEVICE,
 };
 use super::memory::{self, addr, fill, mem_of, new_mem, Mem};
-use super::module::{launch, Arg, Stream as LaunchStream};
+use super::module::{launch, Arg, Function, Stream as LaunchStream};
 use super::program::{shape_of, Kern, OwnedArg, Prog};
 use super::state::{make_current, Ctx, Stream};
 use crate::backend::{
@@ -87,32 +88,50 @@ fn kern_of(k: KernelH) -> &'static Kern {
 }
 
 /// Runs one command on `q`: after `waits`, `body` enqueues it, and its
-/// event goes to `ev` when asked for.
-fn command(
-    q: QueueH,
-    waits: &[EventH],
-    ev: Option<&mut EventH>,
-    body: impl FnOnce(&Api, &Stream) -> Result<()>,
-) -> Result<()> {
+/// event goes to `ev` when asked for. The stream's tail is held
+/// throughout, so a callback can tell whether anything followed. Where
+/// something it waits for is not yet on a device, it is held on the host
+/// (see `hold`) and its failures are its event's.
+fn command<F>(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, body: F) -> Result<()>
+where
+    F: FnOnce(&Api, &Stream) -> Result<()> + Send + 'static,
+{
     let api = api()?;
     let s = stream_of(q);
     make_current(api, s.dev.ctx)?;
+    let mut tail = s.tail.lock();
+    if hold::must_hold(&tail, waits) {
+        let arc = stream_arc(q);
+        let made = hold::hold(api, &arc, &mut tail, waits, ev.is_some(), Box::new(body))?;
+        drop(tail);
+        if let (Some(slot), Some(e)) = (ev, made) {
+            *slot = e;
+        }
+        arc.pump();
+        return Ok(());
+    }
+    // Counted whatever happens: a failed body may have enqueued part.
+    tail.count += 1;
+    let seq = tail.count;
     for w in waits {
-        events::wait_on(api, s.raw, *w)?;
+        events::of(*w).wait_on(api, s.raw)?;
     }
     let Some(slot) = ev else {
         return body(api, s);
     };
-    let (start, now) = events::begin(api, s)?;
-    if let Err(e) = body(api, s) {
-        if !start.is_null() {
-            // SAFETY: made by `begin` for this command only.
-            unsafe { (api.cuEventDestroy)(start) };
-        }
-        return Err(e);
-    }
-    *slot = Ev::record(api, &stream_arc(q), start, now)?;
+    let e = Ev::command(api, &stream_arc(q))?;
+    e.start(api, s)?;
+    body(api, s)?;
+    // Nothing can wait for it yet, so nothing is woken.
+    e.recorded(api, s, seq, &mut Vec::new())?;
+    *slot = events::handle(e);
     Ok(())
+}
+
+/// Waits for everything enqueued on `q` so far, held commands included
+/// (after a blocking command, outside its tail's lock).
+fn drain(q: QueueH) -> Result<()> {
+    stream_of(q).drain()
 }
 
 impl Driver for Cuda {
@@ -141,12 +160,10 @@ impl Driver for Cuda {
         events::wait(e)
     }
 
-    fn create_user_event(&self, ctx: ContextH) -> Result<EventH> {
-        let api = api()?;
-        if let Some(d) = ctx_of(ctx).devices.first() {
-            make_current(api, d.ctx)?;
-        }
-        Ev::user(api)
+    /// A user event is the host's alone: commands after it are held on
+    /// the host until it completes.
+    fn create_user_event(&self, _ctx: ContextH) -> Result<EventH> {
+        Ok(Ev::user())
     }
 
     fn complete_user_event(&self, e: EventH) -> Result<()> {
@@ -186,7 +203,7 @@ impl Driver for Cuda {
                 RecNode::Kernel(k, range) => {
                     let kern = kern_of(k);
                     let (f, args) = kern.prepare(s.dev.ordinal)?;
-                    graph::Plan::Kernel(f.clone(), shape_of(range, &kern.name)?, args)
+                    graph::Plan::Kernel(Function::clone(&f), shape_of(range, &kern.name)?, args)
                 }
                 RecNode::Copy { dst, src, size } => graph::Plan::Copy {
                     dst: dst as u64,
@@ -206,7 +223,10 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: &mut EventH,
     ) -> Result<bool> {
-        command(q, waits, Some(ev), |api, s| graph::launch(api, r, s.raw))?;
+        let rec = graph::share(r);
+        command(q, waits, Some(ev), move |api, s| {
+            graph::launch(api, &rec, s.raw)
+        })?;
         Ok(true)
     }
 
@@ -271,12 +291,7 @@ impl Driver for Cuda {
     }
 
     fn finish(&self, q: QueueH) -> Result<()> {
-        let api = api()?;
-        let s = stream_of(q);
-        make_current(api, s.dev.ctx)?;
-        // SAFETY: a live stream of the current context.
-        let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
-        check(api, rc, "cuStreamSynchronize")
+        drain(q)
     }
 
     fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH> {
@@ -502,15 +517,14 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        command(q, waits, ev, |api, s| {
-            hostcopy::copy(api, s, addr(&dst), addr(&src), len)?;
-            if blocking {
-                // SAFETY: a live stream of the current context.
-                let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
-                check(api, rc, "cuStreamSynchronize")?;
-            }
-            Ok(())
-        })
+        let (d, sr) = (addr(&dst), addr(&src));
+        command(q, waits, ev, move |api, s| {
+            hostcopy::copy(api, s, d, sr, len)
+        })?;
+        if blocking {
+            drain(q)?;
+        }
+        Ok(())
     }
 
     fn enqueue_copy_rect(
@@ -530,15 +544,13 @@ impl Driver for Cuda {
             slice: r.slice_pitch,
         };
         let (d, sr) = (rect(dst), rect(src));
-        command(q, waits, ev, |api, s| {
-            hostcopy::copy_rect(api, s, d, sr, region)?;
-            if blocking {
-                // SAFETY: a live stream of the current context.
-                let rc = unsafe { (api.cuStreamSynchronize)(s.raw) };
-                check(api, rc, "cuStreamSynchronize")?;
-            }
-            Ok(())
-        })
+        command(q, waits, ev, move |api, s| {
+            hostcopy::copy_rect(api, s, d, sr, region)
+        })?;
+        if blocking {
+            drain(q)?;
+        }
+        Ok(())
     }
 
     fn enqueue_fill_mem(
@@ -552,7 +564,8 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         let dst = mem_of(m).ptr + offset as u64;
-        command(q, waits, ev, |api, s| fill(api, s, dst, pattern, len))
+        let pattern = pattern.to_vec();
+        command(q, waits, ev, move |api, s| fill(api, s, dst, &pattern, len))
     }
 
     fn set_kernel_arg(
@@ -587,14 +600,19 @@ impl Driver for Cuda {
         let s = stream_of(q);
         let (f, args) = kern.prepare(s.dev.ordinal)?;
         let shape = shape_of(range, name)?;
-        let list: Vec<Arg> = args.iter().map(|a| a.as_arg()).collect();
-        command(q, waits, ev, |api, s| {
-            launch(api, f, &list, shape, LaunchStream(s.raw)).map_err(|e| {
-                Error::new(
-                    e.status,
-                    format!("launching kernel '{name}': {}", e.message),
-                )
-            })
+        // The program stays loaded while the launch is held.
+        let prog = kern.prog.clone();
+        command(q, waits, ev, move |api, s| {
+            let list: Vec<Arg> = args.iter().map(|a| a.as_arg()).collect();
+            let r = launch(api, &f, &list, shape, LaunchStream(s.raw));
+            drop(prog);
+            r
+        })
+        .map_err(|e| {
+            Error::new(
+                e.status,
+                format!("launching kernel '{name}': {}", e.message),
+            )
         })
     }
 
@@ -608,7 +626,7 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        command(q, waits, ev, |api, s| {
+        command(q, waits, ev, move |api, s| {
             hostcopy::copy(api, s, dst as u64, src as u64, size)
         })
     }
@@ -623,8 +641,9 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        command(q, waits, ev, |api, s| {
-            fill(api, s, dst as u64, pattern, size)
+        let pattern = pattern.to_vec();
+        command(q, waits, ev, move |api, s| {
+            fill(api, s, dst as u64, &pattern, size)
         })
     }
 
@@ -645,7 +664,7 @@ impl Driver for Cuda {
         if kind != Some(AllocKind::Shared) {
             return Ok(false);
         }
-        command(q, waits, Some(ev), |api, s| {
+        command(q, waits, Some(ev), move |api, s| {
             let to = MemLocation {
                 kind: CU_MEM_LOCATION_TYPE_DEVICE,
                 id: s.dev.ordinal,
@@ -678,7 +697,7 @@ impl Driver for Cuda {
         if !shared || !(1..=6).contains(&advice) {
             return Ok(false);
         }
-        command(q, waits, Some(ev), |api, s| {
+        command(q, waits, Some(ev), move |api, s| {
             let at = MemLocation {
                 kind: CU_MEM_LOCATION_TYPE_DEVICE,
                 id: s.dev.ordinal,

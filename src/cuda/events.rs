@@ -1,9 +1,16 @@
 //! The CUDA back end's events: a command's end (a CUDA event recorded on
-//! its stream, with one recorded before it on timed streams), or a user
-//! event (a word of mapped host memory that streams wait on with
-//! `cuStreamWaitValue32` and the host sets). Callbacks at an event's end
-//! run on the back end's own thread: a stream only tells that thread, as
-//! a host function may not call CUDA.
+//! its stream after it, with one recorded before it on timed streams),
+//! or a user event, which is the host's alone. A command that waits for
+//! something not yet on a device (a user event, or a command still held)
+//! is held on the host until it is (`hold`): a stream never waits for the
+//! host, since a stream stopped that way fills the device's launch queue
+//! and then blocks CUDA calls the host needs to go on.
+//!
+//! Callbacks at an event's end run on the back end's own thread: a stream
+//! only tells that thread, as a host function may not call CUDA. A host
+//! function goes on the stream only while the command is the stream's
+//! last: one placed behind later commands would wait for them too. Events
+//! with commands after them are watched by that thread instead.
 //!
 //! CUDA handles are opaque identifiers that only the driver interprets,
 //! so passing them on is not a dereference by this code.
@@ -11,18 +18,18 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use super::loader::{
-    api, check, Api, CUdeviceptr, CUevent, CUstream, CUDA_ERROR_NOT_READY, CUDA_SUCCESS,
-    CU_EVENT_DISABLE_TIMING, CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE,
-    CU_STREAM_WAIT_VALUE_GEQ,
+    api, check, take_last_failure, Api, CUevent, CUstream, CUDA_ERROR_NOT_READY,
+    CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
 };
 use super::state::{host_ns, make_current, Stream};
 use crate::backend::{EndCallback, EventH, Stamp, COMPLETE, SUBMITTED};
 use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// The failure status of a command that ended in CUDA error `code`
 /// (negative, as the seam's statuses are).
@@ -36,68 +43,54 @@ pub fn cuda_code(status: i32) -> Option<i32> {
     (status <= -10_000).then_some(-10_000 - status)
 }
 
-/// A word of mapped, pinned host memory, as the host and a device see it.
-#[derive(Clone, Copy)]
-struct Slot {
-    host: *const AtomicU32,
-    dev: CUdeviceptr,
+/// The failure status for a held command that could not be enqueued:
+/// the CUDA error of the call that failed on this thread (see
+/// `loader::take_last_failure`), or CUDA's "unknown error".
+pub fn failure_of(e: &Error) -> i32 {
+    failure(match take_last_failure() {
+        CUDA_SUCCESS if e.status == Status::OutOfDeviceMemory => CUDA_ERROR_OUT_OF_MEMORY,
+        CUDA_SUCCESS => CUDA_ERROR_UNKNOWN,
+        code => code,
+    })
 }
 
-// SAFETY: the word is pinned host memory that lives for the process; it
-// is only reached atomically.
-unsafe impl Send for Slot {}
+/// A command's event: held (its command not yet on the stream).
+const HELD: u8 = 0;
+/// A command's event: recorded after its command.
+const RECORDED: u8 = 1;
+/// A command's event: its command could not be enqueued.
+const FAILED: u8 = 2;
 
-/// Free words for user events (pages of them are never given back).
-static SLOTS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
-
-fn take_slot(api: &Api) -> Result<Slot> {
-    if let Some(s) = SLOTS.lock().pop() {
-        return Ok(s);
-    }
-    const WORDS: usize = 1024;
-    let mut host: *mut c_void = std::ptr::null_mut();
-    let flags = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP;
-    // SAFETY: `host` is a valid slot; a context is current.
-    let rc = unsafe { (api.cuMemHostAlloc)(&mut host, WORDS * 4, flags) };
-    check(api, rc, "cuMemHostAlloc")?;
-    let mut dev: CUdeviceptr = 0;
-    // SAFETY: `host` is mapped pinned memory just allocated.
-    let rc = unsafe { (api.cuMemHostGetDevicePointer)(&mut dev, host, 0) };
-    check(api, rc, "cuMemHostGetDevicePointer")?;
-    let mut free = SLOTS.lock();
-    for i in 1..WORDS {
-        free.push(Slot {
-            host: (host as *const AtomicU32).wrapping_add(i),
-            dev: dev + 4 * i as u64,
-        });
-    }
-    Ok(Slot {
-        host: host as *const AtomicU32,
-        dev,
-    })
+/// Who waits for an event that has not happened on a device yet.
+#[derive(Default)]
+struct Later {
+    /// Callbacks to call once it has ended.
+    callbacks: Vec<(EndCallback, usize)>,
+    /// Streams whose held commands wait for it.
+    waiters: Vec<Arc<Stream>>,
 }
 
 enum Kind {
     /// The end of a command: `end` recorded after it on `stream`, `start`
-    /// before it (timed streams), and the host's clock when it was
-    /// enqueued.
-    Recorded {
+    /// before it (timed streams), the host's clock when it was enqueued,
+    /// its place in the stream's order, and whether it is there yet.
+    Command {
         end: CUevent,
         start: CUevent,
         stream: Arc<Stream>,
         queued_ns: u64,
+        seq: AtomicU64,
+        state: AtomicU8,
+        code: AtomicI32,
     },
     /// A user event.
-    User {
-        slot: Slot,
-        done: AtomicBool,
-        callbacks: Mutex<Vec<(EndCallback, usize)>>,
-    },
+    User { done: AtomicBool },
 }
 
 /// An event, shared by the runtime's handle and pending callbacks.
 pub struct Ev {
     kind: Kind,
+    later: Mutex<Later>,
 }
 
 // SAFETY: CUDA events are usable from any thread whose current context is
@@ -106,83 +99,205 @@ unsafe impl Send for Ev {}
 // SAFETY: as above.
 unsafe impl Sync for Ev {}
 
-/// Signals user events' waiters.
-static USER_DONE: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+/// Signals waiters of events that were not yet on a device.
+static SETTLED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+
+fn create_event(api: &Api, timing: bool) -> Result<CUevent> {
+    let mut e: CUevent = std::ptr::null_mut();
+    let flags = if timing { 0 } else { CU_EVENT_DISABLE_TIMING };
+    // SAFETY: `e` is a valid slot; a context is current.
+    let rc = unsafe { (api.cuEventCreate)(&mut e, flags) };
+    check(api, rc, "cuEventCreate")?;
+    Ok(e)
+}
 
 impl Ev {
-    /// The event of a command just enqueued on `stream` (after `start`,
-    /// when timed): records its end.
-    pub fn record(
-        api: &Api,
-        stream: &Arc<Stream>,
-        start: CUevent,
-        queued_ns: u64,
-    ) -> Result<EventH> {
-        let mut end: CUevent = std::ptr::null_mut();
-        let flags = if stream.timed {
-            0
+    /// The event of a command about to be enqueued on `stream` (current),
+    /// held until [`Ev::recorded`] or [`Ev::fail`].
+    pub fn command(api: &Api, stream: &Arc<Stream>) -> Result<Arc<Ev>> {
+        let end = create_event(api, stream.timed)?;
+        let start = if stream.timed {
+            match create_event(api, true) {
+                Ok(s) => s,
+                Err(e) => {
+                    // SAFETY: made above, used nowhere else.
+                    unsafe { (api.cuEventDestroy)(end) };
+                    return Err(e);
+                }
+            }
         } else {
-            CU_EVENT_DISABLE_TIMING
+            std::ptr::null_mut()
         };
-        // SAFETY: `end` is a valid slot; the stream's context is current.
-        let rc = unsafe { (api.cuEventCreate)(&mut end, flags) };
-        check(api, rc, "cuEventCreate")?;
-        // SAFETY: a live event and stream of the current context.
-        let rc = unsafe { (api.cuEventRecord)(end, stream.raw) };
-        if let Err(e) = check(api, rc, "cuEventRecord") {
-            // SAFETY: made above and not used elsewhere.
-            unsafe { (api.cuEventDestroy)(end) };
-            return Err(e);
-        }
-        let ev = Ev {
-            kind: Kind::Recorded {
+        Ok(Arc::new(Ev {
+            kind: Kind::Command {
                 end,
                 start,
                 stream: stream.clone(),
-                queued_ns,
+                queued_ns: host_ns(),
+                seq: AtomicU64::new(0),
+                state: AtomicU8::new(HELD),
+                code: AtomicI32::new(0),
             },
+            later: Mutex::new(Later::default()),
+        }))
+    }
+
+    /// Records the command's start on `s` (timed streams), before it.
+    pub fn start(&self, api: &Api, s: &Stream) -> Result<()> {
+        match &self.kind {
+            Kind::Command { start, .. } if !start.is_null() => {
+                // SAFETY: a live event and stream of the current context.
+                let rc = unsafe { (api.cuEventRecord)(*start, s.raw) };
+                check(api, rc, "cuEventRecord")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records the command's end on `s` (its stream, current, its tail
+    /// held) as command `seq`. Callbacks registered while it was held go
+    /// on the stream; streams waiting for it are added to `woken`.
+    pub fn recorded(
+        self: &Arc<Self>,
+        api: &Api,
+        s: &Stream,
+        seq: u64,
+        woken: &mut Vec<Arc<Stream>>,
+    ) -> Result<()> {
+        let Kind::Command {
+            end,
+            seq: at,
+            state,
+            ..
+        } = &self.kind
+        else {
+            return Ok(());
         };
-        Ok(EventH(Arc::into_raw(Arc::new(ev)) as usize))
+        // SAFETY: a live event and stream of the current context.
+        let rc = unsafe { (api.cuEventRecord)(*end, s.raw) };
+        check(api, rc, "cuEventRecord")?;
+        at.store(seq, Ordering::Release);
+        let later = self.settle(|| state.store(RECORDED, Ordering::Release));
+        for (f, user) in later.callbacks {
+            let p = Pending {
+                ev: self.clone(),
+                f,
+                user,
+            };
+            if let Err(p) = at_tail(api, s, p) {
+                send(Msg::Watch(p));
+            }
+        }
+        woken.extend(later.waiters);
+        Ok(())
+    }
+
+    /// Ends a held command that could not be enqueued, with failure
+    /// status `code`; streams waiting for it are added to `woken`.
+    pub fn fail(self: &Arc<Self>, code: i32, woken: &mut Vec<Arc<Stream>>) {
+        let Kind::Command { state, code: c, .. } = &self.kind else {
+            return;
+        };
+        let later = self.settle(|| {
+            c.store(code, Ordering::Release);
+            state.store(FAILED, Ordering::Release);
+        });
+        for (f, user) in later.callbacks {
+            send(Msg::Call(Pending {
+                ev: self.clone(),
+                f,
+                user,
+            }));
+        }
+        woken.extend(later.waiters);
     }
 
     /// A new user event, not complete.
-    pub fn user(api: &Api) -> Result<EventH> {
-        let slot = take_slot(api)?;
-        // SAFETY: the slot's word is live pinned memory.
-        unsafe { &*slot.host }.store(0, Ordering::SeqCst);
-        let ev = Ev {
+    pub fn user() -> EventH {
+        handle(Arc::new(Ev {
             kind: Kind::User {
-                slot,
                 done: AtomicBool::new(false),
-                callbacks: Mutex::new(Vec::new()),
             },
+            later: Mutex::new(Later::default()),
+        }))
+    }
+
+    /// Whether it has happened on a device, or needs none (so that a
+    /// command may wait for it there).
+    pub fn resolved(&self) -> bool {
+        match &self.kind {
+            Kind::Command { state, .. } => state.load(Ordering::Acquire) != HELD,
+            Kind::User { done } => done.load(Ordering::Acquire),
+        }
+    }
+
+    /// Registers `s` to be pumped once this is resolved; `false` (and
+    /// nothing registered) if it already is.
+    pub fn add_waiter(&self, s: &Arc<Stream>) -> bool {
+        let mut l = self.later.lock();
+        if self.resolved() {
+            return false;
+        }
+        if !l.waiters.iter().any(|w| Arc::ptr_eq(w, s)) {
+            l.waiters.push(s.clone());
+        }
+        true
+    }
+
+    /// Makes `stream` (current) wait for this, resolved, before what is
+    /// enqueued next.
+    pub fn wait_on(&self, api: &Api, stream: CUstream) -> Result<()> {
+        match &self.kind {
+            Kind::Command { end, state, .. } if state.load(Ordering::Acquire) == RECORDED => {
+                // SAFETY: a live event and stream; events of other devices
+                // are waited on across them.
+                let rc = unsafe { (api.cuStreamWaitEvent)(stream, *end, 0) };
+                check(api, rc, "cuStreamWaitEvent")
+            }
+            // A failed command's dependents still run (the runtime reports
+            // the failure through them); a user event is already done.
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs `change` (which resolves it) and takes who was waiting.
+    fn settle(&self, change: impl FnOnce()) -> Later {
+        let later = {
+            let mut l = self.later.lock();
+            change();
+            std::mem::take(&mut *l)
         };
-        Ok(EventH(Arc::into_raw(Arc::new(ev)) as usize))
+        let _g = SETTLED.0.lock();
+        SETTLED.1.notify_all();
+        later
     }
 }
 
 impl Drop for Ev {
     fn drop(&mut self) {
-        match &self.kind {
-            Kind::Recorded {
-                end, start, stream, ..
-            } => {
-                let Ok(api) = api() else { return };
-                if make_current(api, stream.dev.ctx).is_err() {
-                    return;
-                }
-                // SAFETY: the events were made for this one and are
-                // destroyed once.
-                unsafe {
-                    (api.cuEventDestroy)(*end);
-                    if !start.is_null() {
-                        (api.cuEventDestroy)(*start);
-                    }
-                }
+        let Kind::Command {
+            end, start, stream, ..
+        } = &self.kind
+        else {
+            return;
+        };
+        let Ok(api) = api() else { return };
+        if make_current(api, stream.dev.ctx).is_err() {
+            return;
+        }
+        // SAFETY: the events were made for this one and are destroyed once.
+        unsafe {
+            (api.cuEventDestroy)(*end);
+            if !start.is_null() {
+                (api.cuEventDestroy)(*start);
             }
-            Kind::User { slot, .. } => SLOTS.lock().push(*slot),
         }
     }
+}
+
+/// The runtime's handle to `ev`.
+pub fn handle(ev: Arc<Ev>) -> EventH {
+    EventH(Arc::into_raw(ev) as usize)
 }
 
 /// The event behind `e`, borrowed for the handle's lifetime.
@@ -196,7 +311,7 @@ pub fn of(e: EventH) -> &'static Ev {
 }
 
 /// Another reference to the event behind `e`.
-fn share(e: EventH) -> Arc<Ev> {
+pub fn share(e: EventH) -> Arc<Ev> {
     // SAFETY: as in `of`; the count is raised before a new Arc is made.
     unsafe {
         Arc::increment_strong_count(e.0 as *const Ev);
@@ -212,20 +327,30 @@ pub fn release(e: EventH) {
     }
 }
 
-/// The status of `e` (see `backend::COMPLETE`).
-pub fn status(e: EventH) -> Result<i32> {
-    match &of(e).kind {
-        Kind::Recorded { end, stream, .. } => {
-            let api = api()?;
-            make_current(api, stream.dev.ctx)?;
-            // SAFETY: a live event.
-            Ok(match unsafe { (api.cuEventQuery)(*end) } {
-                CUDA_SUCCESS => COMPLETE,
-                CUDA_ERROR_NOT_READY => SUBMITTED,
-                code => failure(code),
-            })
-        }
-        Kind::User { done, .. } => Ok(if done.load(Ordering::Acquire) {
+/// The status of `ev` (see `backend::COMPLETE`).
+fn status_of(ev: &Ev) -> Result<i32> {
+    match &ev.kind {
+        Kind::Command {
+            end,
+            stream,
+            state,
+            code,
+            ..
+        } => match state.load(Ordering::Acquire) {
+            HELD => Ok(SUBMITTED),
+            FAILED => Ok(code.load(Ordering::Acquire)),
+            _ => {
+                let api = api()?;
+                make_current(api, stream.dev.ctx)?;
+                // SAFETY: a live, recorded event.
+                Ok(match unsafe { (api.cuEventQuery)(*end) } {
+                    CUDA_SUCCESS => COMPLETE,
+                    CUDA_ERROR_NOT_READY => SUBMITTED,
+                    code => failure(code),
+                })
+            }
+        },
+        Kind::User { done } => Ok(if done.load(Ordering::Acquire) {
             COMPLETE
         } else {
             SUBMITTED
@@ -233,113 +358,162 @@ pub fn status(e: EventH) -> Result<i32> {
     }
 }
 
+/// The status of `e` (see `backend::COMPLETE`).
+pub fn status(e: EventH) -> Result<i32> {
+    status_of(of(e))
+}
+
 /// Waits for `e`: 0, or its failure status.
 pub fn wait(e: EventH) -> Result<i32> {
-    match &of(e).kind {
-        Kind::Recorded { end, stream, .. } => {
+    let ev = of(e);
+    if !ev.resolved() {
+        let mut g = SETTLED.0.lock();
+        while !ev.resolved() {
+            SETTLED.1.wait(&mut g);
+        }
+    }
+    match &ev.kind {
+        Kind::Command {
+            end,
+            stream,
+            state,
+            code,
+            ..
+        } => {
+            if state.load(Ordering::Acquire) == FAILED {
+                return Ok(code.load(Ordering::Acquire));
+            }
             let api = api()?;
             make_current(api, stream.dev.ctx)?;
-            // SAFETY: a live event.
+            // SAFETY: a live, recorded event.
             Ok(match unsafe { (api.cuEventSynchronize)(*end) } {
                 CUDA_SUCCESS => 0,
                 code => failure(code),
             })
         }
-        Kind::User { done, .. } => {
-            let mut g = USER_DONE.0.lock();
-            while !done.load(Ordering::Acquire) {
-                USER_DONE.1.wait(&mut g);
-            }
-            Ok(0)
-        }
+        Kind::User { .. } => Ok(0),
     }
 }
 
-/// Completes user event `e`: streams waiting for it go on, and its
-/// callbacks run on this thread.
+/// Completes user event `e`: its callbacks run on this thread, and held
+/// commands waiting for it go to their streams.
 pub fn complete(e: EventH) -> Result<()> {
-    let Kind::User {
-        slot,
-        done,
-        callbacks,
-    } = &of(e).kind
-    else {
+    let ev = of(e);
+    let Kind::User { done } = &ev.kind else {
         return Err(Error::invalid(
             "only a user event can be completed by the host",
         ));
     };
-    if done.swap(true, Ordering::AcqRel) {
+    let mut already = false;
+    let later = ev.settle(|| already = done.swap(true, Ordering::AcqRel));
+    if already {
         return Err(Error::new(
             Status::InvalidOperation,
             "the user event was already completed",
         ));
     }
-    // SAFETY: the slot's word is live pinned memory.
-    unsafe { &*slot.host }.store(1, Ordering::SeqCst);
-    {
-        let _g = USER_DONE.0.lock();
-        USER_DONE.1.notify_all();
-    }
-    let list = std::mem::take(&mut *callbacks.lock());
-    for (f, user) in list {
+    for (f, user) in later.callbacks {
         // SAFETY: the runtime registered `f` with `user` for this event.
         unsafe { f(e.0 as *mut c_void, COMPLETE, user as *mut c_void) };
     }
-    Ok(())
-}
-
-/// Makes `stream` wait for `e` before what is enqueued next.
-pub fn wait_on(api: &Api, stream: CUstream, e: EventH) -> Result<()> {
-    match &of(e).kind {
-        Kind::Recorded { end, .. } => {
-            // SAFETY: a live event and stream; the stream's context is
-            // current (events of other devices are waited on across them).
-            let rc = unsafe { (api.cuStreamWaitEvent)(stream, *end, 0) };
-            check(api, rc, "cuStreamWaitEvent")
-        }
-        Kind::User { slot, done, .. } => {
-            if done.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            // SAFETY: the slot is mapped host memory reachable by every
-            // device; the stream waits until the host writes 1.
-            let rc =
-                unsafe { (api.cuStreamWaitValue32)(stream, slot.dev, 1, CU_STREAM_WAIT_VALUE_GEQ) };
-            check(api, rc, "cuStreamWaitValue32")
-        }
+    for s in later.waiters {
+        s.pump();
     }
+    Ok(())
 }
 
 /// A callback waiting to be called on the back end's thread.
 struct Pending {
     ev: Arc<Ev>,
-    handle: usize,
     f: EndCallback,
     user: usize,
 }
 
+impl Pending {
+    /// Calls the callback with the event's status.
+    fn call(self) {
+        let st = match &self.ev.kind {
+            Kind::Command { .. } => status_of(&self.ev).unwrap_or(COMPLETE),
+            Kind::User { .. } => COMPLETE,
+        };
+        let handle = Arc::as_ptr(&self.ev) as *mut c_void;
+        // SAFETY: the runtime registered `f` with `user` for this event,
+        // which `self.ev` keeps alive.
+        unsafe { (self.f)(handle, st, self.user as *mut c_void) };
+    }
+
+    /// Whether the event has ended (or can no longer be asked).
+    fn ended(&self) -> bool {
+        !matches!(status_of(&self.ev), Ok(SUBMITTED))
+    }
+}
+
+/// What the callback thread is told.
+enum Msg {
+    /// The event has ended: call now.
+    Call(Pending),
+    /// Call once the event has ended, asking the driver until it has.
+    Watch(Pending),
+}
+
+/// How long the callback thread sleeps between looks at watched events:
+/// from the first, doubling while none ends, up to the second.
+const NAP: (Duration, Duration) = (Duration::from_micros(10), Duration::from_micros(200));
+
+/// The callback thread: calls what it is given, and watches events.
+fn callback_loop(rx: Receiver<Msg>) {
+    let mut watched: Vec<Pending> = Vec::new();
+    let mut nap = NAP.0;
+    loop {
+        let msg = if watched.is_empty() {
+            rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else {
+            rx.recv_timeout(nap)
+        };
+        match msg {
+            Ok(Msg::Call(p)) => p.call(),
+            Ok(Msg::Watch(p)) => {
+                watched.push(p);
+                nap = NAP.0;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let (done, left): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut watched)
+            .into_iter()
+            .partition(Pending::ended);
+        watched = left;
+        nap = if done.is_empty() {
+            (nap * 2).min(NAP.1)
+        } else {
+            NAP.0
+        };
+        for p in done {
+            p.call();
+        }
+    }
+}
+
 /// The channel to the callback thread, started on first use; `None` if
 /// the thread could not be started.
-fn callbacks() -> Option<&'static Mutex<Sender<Pending>>> {
-    static TX: OnceLock<Option<Mutex<Sender<Pending>>>> = OnceLock::new();
+fn callbacks() -> Option<&'static Mutex<Sender<Msg>>> {
+    static TX: OnceLock<Option<Mutex<Sender<Msg>>>> = OnceLock::new();
     TX.get_or_init(|| {
-        let (tx, rx) = channel::<Pending>();
+        let (tx, rx) = channel::<Msg>();
         let spawned = std::thread::Builder::new()
             .name("syrah-cuda-callbacks".into())
-            .spawn(move || {
-                for p in rx {
-                    let st = match &p.ev.kind {
-                        Kind::Recorded { .. } => status(EventH(p.handle)).unwrap_or(COMPLETE),
-                        Kind::User { .. } => COMPLETE,
-                    };
-                    // SAFETY: the runtime registered `f` with `user` for
-                    // this event, which `p.ev` keeps alive.
-                    unsafe { (p.f)(p.handle as *mut c_void, st, p.user as *mut c_void) };
-                }
-            });
+            .spawn(move || callback_loop(rx));
         spawned.ok().map(|_| Mutex::new(tx))
     })
     .as_ref()
+}
+
+/// Hands `m` to the callback thread (which exists: `on_end` made sure
+/// before anything was registered).
+fn send(m: Msg) {
+    if let Some(tx) = callbacks() {
+        let _ = tx.lock().send(m);
+    }
 }
 
 fn no_thread() -> Error {
@@ -350,68 +524,76 @@ fn no_thread() -> Error {
 }
 
 unsafe extern "C" fn stream_reached(user: *mut c_void) {
-    // SAFETY: `user` is the Box made in `on_end`, given to exactly one
+    // SAFETY: `user` is the Box made in `at_tail`, given to exactly one
     // host function.
     let p = unsafe { Box::from_raw(user as *mut Pending) };
-    // No CUDA call here: the callback thread takes it from now on (it
-    // exists, or `on_end` would not have launched this).
-    if let Some(tx) = callbacks() {
-        let _ = tx.lock().send(*p);
+    // No CUDA call here: the callback thread takes it from now on.
+    send(Msg::Call(*p));
+}
+
+/// Puts `p` on `s` (current, its tail held, the event's command its
+/// last) as a host function; gives `p` back where CUDA refused.
+fn at_tail(api: &Api, s: &Stream, p: Pending) -> std::result::Result<(), Pending> {
+    let p = Box::into_raw(Box::new(p));
+    // SAFETY: a live stream; the host function owns `p` once it runs,
+    // right after the command.
+    let rc = unsafe { (api.cuLaunchHostFunc)(s.raw, stream_reached, p as *mut c_void) };
+    if rc == CUDA_SUCCESS {
+        Ok(())
+    } else {
+        // SAFETY: the launch failed, so `p` is still ours.
+        Err(*unsafe { Box::from_raw(p) })
     }
 }
 
 /// Calls `f(e, status, user)` once `e` has ended.
 pub fn on_end(e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
-    let tx = callbacks().ok_or_else(no_thread)?;
-    match &of(e).kind {
-        Kind::Recorded { stream, .. } => {
-            let api = api()?;
-            make_current(api, stream.dev.ctx)?;
-            let p = Box::into_raw(Box::new(Pending {
-                ev: share(e),
-                handle: e.0,
-                f,
-                user: user as usize,
-            }));
-            // SAFETY: a live stream; the host function owns `p` once it
-            // runs, after everything before it on the stream.
-            let rc =
-                unsafe { (api.cuLaunchHostFunc)(stream.raw, stream_reached, p as *mut c_void) };
-            if rc != CUDA_SUCCESS {
-                // SAFETY: the launch failed, so `p` is still ours.
-                drop(unsafe { Box::from_raw(p) });
-            }
-            check(api, rc, "cuLaunchHostFunc")
-        }
-        Kind::User {
-            done,
-            callbacks: list,
-            ..
-        } => {
-            let mut l = list.lock();
-            if done.load(Ordering::Acquire) {
-                drop(l);
-                let _ = tx.lock().send(Pending {
-                    ev: share(e),
-                    handle: e.0,
-                    f,
-                    user: user as usize,
-                });
-            } else {
-                l.push((f, user as usize));
-            }
-            Ok(())
+    callbacks().ok_or_else(no_thread)?;
+    let ev = of(e);
+    {
+        let mut l = ev.later.lock();
+        if !ev.resolved() {
+            l.callbacks.push((f, user as usize));
+            return Ok(());
         }
     }
+    let p = Pending {
+        ev: share(e),
+        f,
+        user: user as usize,
+    };
+    match &ev.kind {
+        Kind::Command {
+            stream, seq, state, ..
+        } if state.load(Ordering::Acquire) == RECORDED => {
+            let api = api()?;
+            make_current(api, stream.dev.ctx)?;
+            let tail = stream.tail.lock();
+            let p = if tail.count == seq.load(Ordering::Acquire) {
+                match at_tail(api, stream, p) {
+                    Ok(()) => return Ok(()),
+                    Err(p) => p,
+                }
+            } else {
+                p
+            };
+            drop(tail);
+            send(Msg::Watch(p));
+        }
+        _ => send(Msg::Call(p)),
+    }
+    Ok(())
 }
 
 /// Timestamp `which` of `e`, a command of a timed stream.
 pub fn timestamp(e: EventH, which: Stamp) -> Result<u64> {
-    let Kind::Recorded {
+    let Kind::Command {
         end,
         start,
         stream,
         queued_ns,
+        state,
+        ..
     } = &of(e).kind
     else {
         return Err(Error::new(
@@ -423,6 +605,12 @@ pub fn timestamp(e: EventH, which: Stamp) -> Result<u64> {
         return Err(Error::new(
             Status::ProfilingUnavailable,
             "the command's queue does not record timestamps",
+        ));
+    }
+    if state.load(Ordering::Acquire) != RECORDED {
+        return Err(Error::new(
+            Status::ProfilingUnavailable,
+            "the command has not run",
         ));
     }
     let at = |ev: CUevent| -> Result<u64> {
@@ -439,27 +627,6 @@ pub fn timestamp(e: EventH, which: Stamp) -> Result<u64> {
         Stamp::Started => at(*start),
         Stamp::Ended => at(*end),
     }
-}
-
-/// The start event of a command about to be enqueued on a timed stream
-/// (null on others), and the host's clock.
-pub fn begin(api: &Api, stream: &Stream) -> Result<(CUevent, u64)> {
-    let now = host_ns();
-    if !stream.timed {
-        return Ok((std::ptr::null_mut(), now));
-    }
-    let mut start: CUevent = std::ptr::null_mut();
-    // SAFETY: `start` is a valid slot; the stream's context is current.
-    let rc = unsafe { (api.cuEventCreate)(&mut start, 0) };
-    check(api, rc, "cuEventCreate")?;
-    // SAFETY: a live event and stream.
-    let rc = unsafe { (api.cuEventRecord)(start, stream.raw) };
-    if let Err(e) = check(api, rc, "cuEventRecord") {
-        // SAFETY: made above, used nowhere else.
-        unsafe { (api.cuEventDestroy)(start) };
-        return Err(e);
-    }
-    Ok((start, now))
 }
 
 #[cfg(test)]

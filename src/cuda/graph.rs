@@ -20,6 +20,7 @@ use super::state::{make_current, DevCtx};
 use crate::backend::{CommandH, RecNode, RecordH};
 use crate::core::error::Result;
 use parking_lot::Mutex;
+use std::sync::Arc;
 
 /// A node to record.
 pub enum Plan {
@@ -99,7 +100,7 @@ unsafe impl Sync for Rec {}
 
 /// The recording behind `r`.
 pub fn of(r: RecordH) -> &'static Rec {
-    // SAFETY: made by Box::into_raw in `record`, alive until `release`.
+    // SAFETY: made by Arc::into_raw in `record`, alive until `release`.
     unsafe { &*(r.0 as *const Rec) }
 }
 
@@ -244,7 +245,7 @@ pub fn record(
         .map(|(i, n)| CommandH(if n.is_some() { i + 1 } else { 0 }))
         .collect();
     *rec.nodes.get_mut() = kernels;
-    Ok((RecordH(Box::into_raw(Box::new(rec)) as usize), commands))
+    Ok((RecordH(Arc::into_raw(Arc::new(rec)) as usize), commands))
 }
 
 /// Sets argument `index` of command `c` of `r` to `arg` in the
@@ -283,14 +284,27 @@ pub fn update(r: RecordH, c: CommandH, index: u32, arg: OwnedArg) -> bool {
 
 /// Destroys recording `r` (CUDA finishes a launch of it still running).
 pub fn release(r: RecordH) {
-    // SAFETY: made by Box::into_raw in `record`, released once.
-    drop(unsafe { Box::from_raw(r.0 as *mut Rec) });
+    // SAFETY: made by Arc::into_raw in `record`, released once; launches
+    // still held keep their own reference.
+    drop(unsafe { Arc::from_raw(r.0 as *const Rec) });
+}
+
+/// Another reference to `r`, for a launch that may be held.
+pub fn share(r: RecordH) -> Arc<Rec> {
+    // SAFETY: as in `of`; the count is raised before a new Arc is made.
+    unsafe {
+        Arc::increment_strong_count(r.0 as *const Rec);
+        Arc::from_raw(r.0 as *const Rec)
+    }
 }
 
 /// Launches `r` on stream `s` (of its device).
-pub fn launch(api: &Api, r: RecordH, s: super::loader::CUstream) -> Result<()> {
+pub fn launch(api: &Api, r: &Rec, s: super::loader::CUstream) -> Result<()> {
+    // Not at once with an update: CUDA's graphs take one thread at a time,
+    // and a held launch runs on whichever thread lets it go.
+    let _nodes = r.nodes.lock();
     // SAFETY: an instantiated graph and a stream of its context.
-    let rc = unsafe { (api.cuGraphLaunch)(of(r).exec, s) };
+    let rc = unsafe { (api.cuGraphLaunch)(r.exec, s) };
     check(api, rc, "cuGraphLaunch")
 }
 

@@ -89,6 +89,7 @@ pub struct KernelNodeParams {
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_NOT_READY: CUresult = 600;
+pub const CUDA_ERROR_UNKNOWN: CUresult = 999;
 pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 1;
 pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: i32 = 2;
 pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: i32 = 3;
@@ -183,9 +184,7 @@ cuda_table! {
     cuEventElapsedTime = "cuEventElapsedTime": fn(*mut f32, CUevent, CUevent);
     cuEventDestroy = "cuEventDestroy_v2": fn(CUevent);
     cuLaunchHostFunc = "cuLaunchHostFunc": fn(CUstream, HostFn, *mut c_void);
-    cuStreamWaitValue32 = "cuStreamWaitValue32_v2": fn(CUstream, CUdeviceptr, u32, c_uint);
     cuMemHostAlloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
-    cuMemHostGetDevicePointer = "cuMemHostGetDevicePointer_v2": fn(*mut CUdeviceptr, *mut c_void, c_uint);
     cuFuncGetAttribute = "cuFuncGetAttribute": fn(*mut i32, i32, CUfunction);
     cuMemsetD16Async = "cuMemsetD16Async": fn(CUdeviceptr, u16, usize, CUstream);
     cuMemcpy2DAsync = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, CUstream);
@@ -222,7 +221,6 @@ pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: i32 = 2;
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 1;
 pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 2;
 pub const CU_MEM_ATTACH_GLOBAL: c_uint = 1;
-pub const CU_STREAM_WAIT_VALUE_GEQ: c_uint = 0;
 pub const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 0;
 pub const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: i32 = 1;
 pub const CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: i32 = 3;
@@ -308,6 +306,7 @@ pub fn check(api: &Api, code: CUresult, what: &str) -> Result<(), Error> {
     if code == CUDA_SUCCESS {
         Ok(())
     } else {
+        LAST_FAILURE.set(code);
         let status = match code {
             CUDA_ERROR_OUT_OF_MEMORY => Status::OutOfDeviceMemory,
             _ => Status::Opencl,
@@ -317,4 +316,15 @@ pub fn check(api: &Api, code: CUresult, what: &str) -> Result<(), Error> {
             format!("{what} failed: {} ({code})", error_name(api, code)),
         ))
     }
+}
+
+thread_local! {
+    /// The code of the last CUDA call `check` found failed on this thread.
+    static LAST_FAILURE: std::cell::Cell<CUresult> = const { std::cell::Cell::new(CUDA_SUCCESS) };
+}
+
+/// Takes the code of the last failed CUDA call on this thread (success
+/// where none failed since the last take).
+pub fn take_last_failure() -> CUresult {
+    LAST_FAILURE.replace(CUDA_SUCCESS)
 }

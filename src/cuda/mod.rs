@@ -7,6 +7,7 @@ pub mod devices;
 pub mod driver;
 pub mod events;
 pub mod graph;
+pub mod hold;
 pub mod hostcopy;
 pub mod loader;
 pub mod memory;

@@ -71,7 +71,7 @@ enum Val {
 pub struct Kern {
     pub prog: Arc<Prog>,
     pub name: String,
-    pub funcs: Vec<(i32, Function)>,
+    pub funcs: Vec<(i32, Arc<Function>)>,
     pub entry: Entry,
     args: Mutex<Vec<Option<Val>>>,
 }
@@ -81,7 +81,7 @@ impl Kern {
     pub fn create(prog: Arc<Prog>, name: &str) -> Result<Kern> {
         let mut funcs = Vec::with_capacity(prog.modules.len());
         for (ordinal, m) in &prog.modules {
-            funcs.push((*ordinal, m.function(name)?));
+            funcs.push((*ordinal, Arc::new(m.function(name)?)));
         }
         let entry = funcs.first().map(|(_, f)| f.entry.clone()).ok_or_else(|| {
             Error::new(
@@ -143,7 +143,7 @@ impl Kern {
 
     /// The function for device `ordinal`, and the arguments set now (each
     /// must be).
-    pub fn prepare(&self, ordinal: i32) -> Result<(&Function, Vec<OwnedArg>)> {
+    pub fn prepare(&self, ordinal: i32) -> Result<(Arc<Function>, Vec<OwnedArg>)> {
         let f = self
             .funcs
             .iter()
@@ -170,7 +170,7 @@ impl Kern {
                 }
             });
         }
-        Ok((f, out))
+        Ok((f.clone(), out))
     }
 }
 

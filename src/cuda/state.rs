@@ -1,7 +1,8 @@
 //! The CUDA back end's contexts and streams, and which CUDA context is
 //! current on each thread: a Syrah context is the primary contexts of its
 //! devices, and a Syrah queue lane is a stream of one of them, with a
-//! reference event that timestamps are measured from.
+//! reference event that timestamps are measured from, and the commands
+//! held back on the host until what they wait for has happened.
 //!
 //! CUDA handles are opaque identifiers that only the driver interprets,
 //! so passing them on is not a dereference by this code.
@@ -10,7 +11,9 @@
 
 use super::loader::{api, check, Api, CUcontext, CUevent, CUstream, CU_STREAM_NON_BLOCKING};
 use crate::core::error::Result;
+use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -122,12 +125,38 @@ pub struct Stream {
     /// `base_ns` plus the time from it.
     pub reference: CUevent,
     pub base_ns: u64,
+    /// The stream's end: held while a command is enqueued, so that
+    /// "nothing after this command yet" can be known and kept.
+    pub tail: Mutex<Tail>,
+    /// Signalled when the last held command has gone to the stream.
+    drained: Condvar,
+}
+
+/// What has been given to a stream, and what waits on the host for it.
+#[derive(Default)]
+pub struct Tail {
+    /// How many commands went to the stream.
+    pub count: u64,
+    /// Commands not yet given to the stream, in order: the first waits
+    /// for something not yet on a device (a user event, or a command
+    /// itself held).
+    pub held: VecDeque<Box<dyn Held>>,
+}
+
+/// A command held on the host.
+pub trait Held: Send {
+    /// Whether everything it waits for is now on a device or done.
+    fn ready(&self) -> bool;
+    /// Enqueues it on `s` (current, its tail held) as command `seq`;
+    /// streams that may now go on are added to `woken`.
+    fn run(self: Box<Self>, api: &Api, s: &Arc<Stream>, seq: u64, woken: &mut Vec<Arc<Stream>>);
 }
 
 // SAFETY: CUDA streams and events may be used from any thread whose
 // current context is theirs, which every user makes so first.
 unsafe impl Send for Stream {}
-// SAFETY: as above; the fields are not changed after creation.
+// SAFETY: as above; the fields but `tail` (a lock) are not changed after
+// creation.
 unsafe impl Sync for Stream {}
 
 impl Stream {
@@ -145,6 +174,8 @@ impl Stream {
             timed,
             reference: std::ptr::null_mut(),
             base_ns: 0,
+            tail: Mutex::new(Tail::default()),
+            drained: Condvar::new(),
         };
         if timed {
             let mut ev: CUevent = std::ptr::null_mut();
@@ -161,6 +192,44 @@ impl Stream {
             s.base_ns = host_ns();
         }
         Ok(Arc::new(s))
+    }
+
+    /// Gives held commands whose turn has come to their streams: this
+    /// one's, and those of streams waiting for what they record.
+    pub fn pump(self: &Arc<Self>) {
+        let Ok(api) = api() else { return };
+        let mut work = vec![self.clone()];
+        while let Some(s) = work.pop() {
+            if make_current(api, s.dev.ctx).is_err() {
+                continue;
+            }
+            let mut t = s.tail.lock();
+            while t.held.front().is_some_and(|h| h.ready()) {
+                let Some(h) = t.held.pop_front() else { break };
+                t.count += 1;
+                let seq = t.count;
+                h.run(api, &s, seq, &mut work);
+            }
+            if t.held.is_empty() {
+                s.drained.notify_all();
+            }
+        }
+    }
+
+    /// Waits until no command is held for this stream, then for the
+    /// stream itself.
+    pub fn drain(&self) -> Result<()> {
+        {
+            let mut t = self.tail.lock();
+            while !t.held.is_empty() {
+                self.drained.wait(&mut t);
+            }
+        }
+        let api = api()?;
+        make_current(api, self.dev.ctx)?;
+        // SAFETY: a live stream of the current context.
+        let rc = unsafe { (api.cuStreamSynchronize)(self.raw) };
+        check(api, rc, "cuStreamSynchronize")
     }
 }
 

@@ -1,0 +1,119 @@
+//! Commands held on the host: one that waits for something not yet on a
+//! device (a user event, or a command itself held), or that follows a
+//! held one on its stream, waits in the stream's queue of held commands
+//! and is enqueued, in order, by whoever resolves what it waits for.
+
+use super::events::{self, Ev};
+use super::loader::{take_last_failure, Api};
+use super::state::{Held, Stream, Tail};
+use crate::backend::EventH;
+use crate::core::error::Result;
+use std::sync::Arc;
+
+/// What a held command does once its turn comes: enqueue itself on the
+/// stream given (current).
+pub type Body = Box<dyn FnOnce(&Api, &Stream) -> Result<()> + Send>;
+
+/// A held command.
+struct Job {
+    waits: Vec<Arc<Ev>>,
+    ev: Option<Arc<Ev>>,
+    body: Body,
+}
+
+impl Held for Job {
+    fn ready(&self) -> bool {
+        self.waits.iter().all(|w| w.resolved())
+    }
+
+    fn run(self: Box<Self>, api: &Api, s: &Arc<Stream>, seq: u64, woken: &mut Vec<Arc<Stream>>) {
+        let Job { waits, ev, body } = *self;
+        take_last_failure();
+        let mut done = waits.iter().try_for_each(|w| w.wait_on(api, s.raw));
+        if let (Ok(()), Some(e)) = (&done, &ev) {
+            done = e.start(api, s);
+        }
+        if done.is_ok() {
+            done = body(api, s);
+        }
+        let Some(e) = ev else { return };
+        if done.is_ok() {
+            done = e.recorded(api, s, seq, woken);
+        }
+        if let Err(err) = done {
+            e.fail(events::failure_of(&err), woken);
+        }
+    }
+}
+
+/// Whether a command after `waits` must be held on `s` (its tail held).
+pub fn must_hold(tail: &Tail, waits: &[EventH]) -> bool {
+    !tail.held.is_empty() || !waits.iter().all(|w| events::of(*w).resolved())
+}
+
+/// Holds a command after `waits` on `s` (current, its tail held): its
+/// event when `want_event`. The caller pumps `s` once it lets go of the
+/// tail, in case everything was resolved meanwhile.
+pub fn hold(
+    api: &Api,
+    s: &Arc<Stream>,
+    tail: &mut Tail,
+    waits: &[EventH],
+    want_event: bool,
+    body: Body,
+) -> Result<Option<EventH>> {
+    let ev = if want_event {
+        Some(Ev::command(api, s)?)
+    } else {
+        None
+    };
+    let waits: Vec<Arc<Ev>> = waits.iter().map(|w| events::share(*w)).collect();
+    for w in &waits {
+        w.add_waiter(s);
+    }
+    let handle = ev.as_ref().map(|e| events::handle(e.clone()));
+    tail.held.push_back(Box::new(Job { waits, ev, body }));
+    Ok(handle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_held_while_a_user_event_it_waits_for_is_not_complete() {
+        let user = Ev::user();
+        let other = Ev::user();
+        let empty = Tail::default();
+        assert!(must_hold(&empty, &[user]));
+        assert!(must_hold(&empty, &[other, user]));
+        assert!(!must_hold(&empty, &[]));
+        assert!(events::complete(user).is_ok());
+        assert!(!must_hold(&empty, &[user]));
+        assert!(must_hold(&empty, &[user, other]));
+        // A second completion is refused, and changes nothing.
+        assert!(events::complete(user).is_err());
+        assert!(events::complete(other).is_ok());
+        assert!(!must_hold(&empty, &[user, other]));
+        events::release(user);
+        events::release(other);
+    }
+
+    #[test]
+    fn a_command_behind_a_held_one_is_held_too() {
+        struct Nothing;
+        impl Held for Nothing {
+            fn ready(&self) -> bool {
+                false
+            }
+            fn run(self: Box<Self>, _: &Api, _: &Arc<Stream>, _: u64, _: &mut Vec<Arc<Stream>>) {}
+        }
+        let mut tail = Tail::default();
+        tail.held.push_back(Box::new(Nothing));
+        assert!(must_hold(&tail, &[]));
+        let done = Ev::user();
+        assert!(events::complete(done).is_ok());
+        assert!(must_hold(&tail, &[done]));
+        events::release(done);
+    }
+}
