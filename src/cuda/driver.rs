@@ -12,10 +12,10 @@
 
 use super::events::{self, Ev};
 use super::graph;
-use super::hold;
+use super::hold::command;
 use super::hostcopy::{self, Rect};
 use super::loader::{
-    api, check, Api, CUdeviceptr, MemLocation, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+    api, check, CUdeviceptr, MemLocation, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
     CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
     CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEM_ATTACH_GLOBAL,
     CU_MEM_LOCATION_TYPE_DEVICE,
@@ -61,20 +61,6 @@ fn ctx_of(c: ContextH) -> &'static Ctx {
     unsafe { &*(c.0 as *const Ctx) }
 }
 
-fn stream_of(q: QueueH) -> &'static Stream {
-    // SAFETY: made by Arc::into_raw in `create_queue`; the runtime's
-    // reference keeps it alive while it uses the handle.
-    unsafe { &*(q.0 as *const Stream) }
-}
-
-fn stream_arc(q: QueueH) -> Arc<Stream> {
-    // SAFETY: as in `stream_of`; the count is raised before a new Arc.
-    unsafe {
-        Arc::increment_strong_count(q.0 as *const Stream);
-        Arc::from_raw(q.0 as *const Stream)
-    }
-}
-
 fn prog_of(p: ProgramH) -> &'static Arc<Prog> {
     // SAFETY: made by Box::into_raw in `build_program`, alive until
     // `release_program`.
@@ -87,51 +73,14 @@ fn kern_of(k: KernelH) -> &'static Kern {
     unsafe { &*(k.0 as *const Kern) }
 }
 
-/// Runs one command on `q`: after `waits`, `body` enqueues it, and its
-/// event goes to `ev` when asked for. The stream's tail is held
-/// throughout, so a callback can tell whether anything followed. Where
-/// something it waits for is not yet on a device, it is held on the host
-/// (see `hold`) and its failures are its event's.
-fn command<F>(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, body: F) -> Result<()>
-where
-    F: FnOnce(&Api, &Stream) -> Result<()> + Send + 'static,
-{
-    let api = api()?;
-    let s = stream_of(q);
-    make_current(api, s.dev.ctx)?;
-    let mut tail = s.tail.lock();
-    if hold::must_hold(&tail, waits) {
-        let arc = stream_arc(q);
-        let made = hold::hold(api, &arc, &mut tail, waits, ev.is_some(), Box::new(body))?;
-        drop(tail);
-        if let (Some(slot), Some(e)) = (ev, made) {
-            *slot = e;
-        }
-        arc.pump();
-        return Ok(());
-    }
-    // Counted whatever happens: a failed body may have enqueued part.
-    tail.count += 1;
-    let seq = tail.count;
-    for w in waits {
-        events::of(*w).wait_on(api, s.raw)?;
-    }
-    let Some(slot) = ev else {
-        return body(api, s);
-    };
-    let e = Ev::command(api, &stream_arc(q))?;
-    e.start(api, s)?;
-    body(api, s)?;
-    // Nothing can wait for it yet, so nothing is woken.
-    e.recorded(api, s, seq, &mut Vec::new())?;
-    *slot = events::handle(e);
-    Ok(())
-}
-
 /// Waits for everything enqueued on `q` so far, held commands included
 /// (after a blocking command, outside its tail's lock).
 fn drain(q: QueueH) -> Result<()> {
     stream_of(q).drain()
+}
+
+fn stream_of(q: QueueH) -> &'static Stream {
+    Stream::of(q)
 }
 
 impl Driver for Cuda {

@@ -1,12 +1,13 @@
-//! Commands held on the host: one that waits for something not yet on a
-//! device (a user event, or a command itself held), or that follows a
-//! held one on its stream, waits in the stream's queue of held commands
-//! and is enqueued, in order, by whoever resolves what it waits for.
+//! Enqueueing commands on a stream, and holding on the host those that
+//! cannot go yet: one that waits for something not yet on a device (a
+//! user event, or a command itself held), or that follows a held one on
+//! its stream, waits in the stream's queue of held commands and is
+//! enqueued, in order, by whoever resolves what it waits for.
 
 use super::events::{self, Ev};
-use super::loader::{take_last_failure, Api};
-use super::state::{Held, Stream, Tail};
-use crate::backend::EventH;
+use super::loader::{api, take_last_failure, Api};
+use super::state::{make_current, Held, Stream, Tail};
+use crate::backend::{EventH, QueueH};
 use crate::core::error::Result;
 use std::sync::Arc;
 
@@ -74,6 +75,47 @@ pub fn hold(
     let handle = ev.as_ref().map(|e| events::handle(e.clone()));
     tail.held.push_back(Box::new(Job { waits, ev, body }));
     Ok(handle)
+}
+
+/// Runs one command on `q`: after `waits`, `body` enqueues it, and its
+/// event goes to `ev` when asked for. The stream's tail is held
+/// throughout, so a callback can tell whether anything followed. Where
+/// something it waits for is not yet on a device, it is held on the host
+/// (see above) and its failures are its event's.
+pub fn command<F>(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, body: F) -> Result<()>
+where
+    F: FnOnce(&Api, &Stream) -> Result<()> + Send + 'static,
+{
+    let api = api()?;
+    let s = Stream::of(q);
+    make_current(api, s.dev.ctx)?;
+    let mut tail = s.tail.lock();
+    if must_hold(&tail, waits) {
+        let arc = Stream::shared(q);
+        let made = hold(api, &arc, &mut tail, waits, ev.is_some(), Box::new(body))?;
+        drop(tail);
+        if let (Some(slot), Some(e)) = (ev, made) {
+            *slot = e;
+        }
+        arc.pump();
+        return Ok(());
+    }
+    // Counted whatever happens: a failed body may have enqueued part.
+    tail.count += 1;
+    let seq = tail.count;
+    for w in waits {
+        events::of(*w).wait_on(api, s.raw)?;
+    }
+    let Some(slot) = ev else {
+        return body(api, s);
+    };
+    let e = Ev::command(api, &Stream::shared(q))?;
+    e.start(api, s)?;
+    body(api, s)?;
+    // Nothing can wait for it yet, so nothing is woken.
+    e.recorded(api, s, seq, &mut Vec::new())?;
+    *slot = events::handle(e);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use super::loader::{api, check, Api, CUcontext, CUevent, CUstream, CU_STREAM_NON_BLOCKING};
+use crate::backend::QueueH;
 use crate::core::error::Result;
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
@@ -160,6 +161,23 @@ unsafe impl Send for Stream {}
 unsafe impl Sync for Stream {}
 
 impl Stream {
+    /// The stream behind queue handle `q`, borrowed for the handle's
+    /// lifetime.
+    pub fn of(q: QueueH) -> &'static Stream {
+        // SAFETY: made by Arc::into_raw when the queue was created; the
+        // runtime's reference keeps it alive while it uses the handle.
+        unsafe { &*(q.0 as *const Stream) }
+    }
+
+    /// Another reference to the stream behind `q`.
+    pub fn shared(q: QueueH) -> Arc<Stream> {
+        // SAFETY: as in `of`; the count is raised before a new Arc.
+        unsafe {
+            Arc::increment_strong_count(q.0 as *const Stream);
+            Arc::from_raw(q.0 as *const Stream)
+        }
+    }
+
     /// A new non-blocking stream of `dev`.
     pub fn create(dev: DevCtx, timed: bool) -> Result<Arc<Stream>> {
         let api = api()?;
