@@ -1,10 +1,11 @@
-/* An OpenCL library for fault-injection tests: loaded by Syrah through
- * SYRAH_OPENCL_LIBRARY, it forwards every call to the real ICD loader
- * (which it links, so calls it does not define resolve there) and fails a
- * chosen call on its N-th use after faultcl_arm(). Extension entry points
- * of cl_intel_unified_shared_memory and cl_khr_command_buffer (with its
- * mutable dispatch) are wrapped through
- * clGetExtensionFunctionAddressForPlatform, per platform. */
+/* A library for fault-injection tests. Loaded by Syrah through
+ * SYRAH_OPENCL_LIBRARY, it forwards every OpenCL call to the real ICD
+ * loader (which it links, so calls it does not define resolve there);
+ * through SYRAH_CUDA_LIBRARY it wraps some CUDA driver calls and forwards
+ * them to libcuda.so.1. It fails a chosen call on its N-th use after
+ * faultcl_arm(). Extension entry points of cl_intel_unified_shared_memory
+ * and cl_khr_command_buffer (with its mutable dispatch) are wrapped
+ * through clGetExtensionFunctionAddressForPlatform, per platform. */
 #define CL_TARGET_OPENCL_VERSION 300
 #define _GNU_SOURCE
 #include "faultcl.h"
@@ -378,4 +379,82 @@ void *clGetExtensionFunctionAddressForPlatform(cl_platform_id p, const char *nam
     return AS_PTR(wrap_cb_update);
   }
   return f;
+}
+
+/* ---- CUDA driver entry points ----------------------------------------- */
+/* Loaded by Syrah through SYRAH_CUDA_LIBRARY, which takes the entry points
+ * this library defines from it and the rest from libcuda.so.1. Each fails
+ * under the name the CUDA API documents (no version suffix) and returns
+ * the armed CUDA error. No CUDA header is needed: handles are pointers,
+ * device addresses 64-bit integers. */
+
+typedef int cu_result;
+typedef unsigned long long cu_ptr;
+
+/* The real entry point `name` of the CUDA driver library. */
+static void *real_cuda(const char *name) {
+  static void *driver;
+  void *f;
+  if (!driver) driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  f = driver ? dlsym(driver, name) : NULL;
+  if (!f) {
+    fprintf(stderr, "faultcl: the CUDA driver library has no %s\n", name);
+    abort();
+  }
+  return f;
+}
+
+#define REAL_CUDA(sym, type) (__extension__(type) real_cuda(#sym))
+
+cu_result cuMemAlloc_v2(cu_ptr *p, size_t n) {
+  cl_int code;
+  if (should_fail("cuMemAlloc", &code)) return code;
+  return REAL_CUDA(cuMemAlloc_v2, cu_result (*)(cu_ptr *, size_t))(p, n);
+}
+
+cu_result cuMemcpyAsync(cu_ptr d, cu_ptr s, size_t n, void *stream) {
+  cl_int code;
+  if (should_fail("cuMemcpyAsync", &code)) return code;
+  return REAL_CUDA(cuMemcpyAsync, cu_result (*)(cu_ptr, cu_ptr, size_t, void *))(d, s, n, stream);
+}
+
+cu_result cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shared, void *stream, void **params, void **extra) {
+  cl_int code;
+  if (should_fail("cuLaunchKernel", &code)) return code;
+  return REAL_CUDA(cuLaunchKernel, cu_result (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                                 unsigned, void *, void **, void **))(f, gx, gy, gz, bx, by, bz,
+                                                                                      shared, stream, params, extra);
+}
+
+cu_result cuModuleLoadDataEx(void **module, const void *image, unsigned n, int *options, void **values) {
+  cl_int code;
+  if (should_fail("cuModuleLoadDataEx", &code)) return code;
+  return REAL_CUDA(cuModuleLoadDataEx, cu_result (*)(void **, const void *, unsigned, int *, void **))(
+      module, image, n, options, values);
+}
+
+cu_result cuStreamCreate(void **stream, unsigned flags) {
+  cl_int code;
+  if (should_fail("cuStreamCreate", &code)) return code;
+  return REAL_CUDA(cuStreamCreate, cu_result (*)(void **, unsigned))(stream, flags);
+}
+
+cu_result cuGraphCreate(void **graph, unsigned flags) {
+  cl_int code;
+  if (should_fail("cuGraphCreate", &code)) return code;
+  return REAL_CUDA(cuGraphCreate, cu_result (*)(void **, unsigned))(graph, flags);
+}
+
+cu_result cuGraphLaunch(void *exec, void *stream) {
+  cl_int code;
+  if (should_fail("cuGraphLaunch", &code)) return code;
+  return REAL_CUDA(cuGraphLaunch, cu_result (*)(void *, void *))(exec, stream);
+}
+
+cu_result cuGraphExecKernelNodeSetParams_v2(void *exec, void *node, const void *params) {
+  cl_int code;
+  if (should_fail("cuGraphExecKernelNodeSetParams", &code)) return code;
+  return REAL_CUDA(cuGraphExecKernelNodeSetParams_v2, cu_result (*)(void *, void *, const void *))(exec, node,
+                                                                                                    params);
 }

@@ -1,5 +1,6 @@
-/* Fault injection: runs with SYRAH_OPENCL_LIBRARY naming the faultcl
- * library, which fails one chosen OpenCL call on its N-th use. For each
+/* Fault injection: runs with SYRAH_OPENCL_LIBRARY and SYRAH_CUDA_LIBRARY
+ * naming the faultcl library, which fails one chosen OpenCL or CUDA call
+ * on its N-th use (CUDA's on devices the CUDA back end drives). For each
  * kind of call (allocations, kernel enqueues, copies both ways, builds,
  * queue and event creation) a scenario checks that the failure surfaces
  * exactly once, as the call's status or as an asynchronous error, naming
@@ -16,6 +17,8 @@
 #define CL_OUT_OF_RESOURCES (-5)
 #define CL_OUT_OF_HOST_MEMORY (-6)
 #define CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)
+#define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES 701
 
 /* Elements of the first buffer: large enough that SVM allocations are not
  * carved from shared blocks. */
@@ -41,23 +44,32 @@ typedef struct {
   syrah_queue *q;
   syrah_kernel *k;
   uint64_t strategy;
+  int cuda; /* the CUDA back end drives the device */
 } env;
 
-/* The OpenCL call that allocates device memory, and the one that copies
- * from the host to it, under the device's USM strategy. */
+/* The driver's codes for memory running out, and for a command it cannot
+ * take. */
+static int oom(const env *e) { return e->cuda ? CUDA_ERROR_OUT_OF_MEMORY : CL_MEM_OBJECT_ALLOCATION_FAILURE; }
+static int busy(const env *e) { return e->cuda ? CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES : CL_OUT_OF_RESOURCES; }
+
+/* The driver call that allocates device memory, and the one that copies
+ * from the host to it, under the device's back end and USM strategy. */
 static const char *alloc_call(const env *e) {
+  if (e->cuda) return "cuMemAlloc";
   return e->strategy == SYRAH_USM_STRATEGY_INTEL ? "clDeviceMemAllocINTEL"
          : e->strategy == SYRAH_USM_STRATEGY_SVM ? "clSVMAlloc"
                                                  : "clCreateBuffer";
 }
 
 static const char *h2d_call(const env *e) {
+  if (e->cuda) return "cuMemcpyAsync";
   return e->strategy == SYRAH_USM_STRATEGY_INTEL ? "clEnqueueMemcpyINTEL"
          : e->strategy == SYRAH_USM_STRATEGY_SVM ? "clEnqueueSVMMemcpy"
                                                  : "clEnqueueWriteBuffer";
 }
 
 static const char *d2h_call(const env *e) {
+  if (e->cuda) return "cuMemcpyAsync";
   return e->strategy == SYRAH_USM_STRATEGY_NONE ? "clEnqueueReadBuffer" : h2d_call(e);
 }
 
@@ -189,7 +201,7 @@ static void buffer_to_host(env *e) {
   if (!b) return;
   EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 2, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
-  arm("buffer copy back to the host", call, 0, CL_OUT_OF_RESOURCES);
+  arm("buffer copy back to the host", call, 0, busy(e));
   {
     syrah_status s = syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, &p);
     ++t_checks;
@@ -219,12 +231,13 @@ static void kernel_enqueue(env *e) {
   size_t n = 0;
   int *host = NULL;
   syrah_buffer *b = new_buffer(&n, &host);
+  const char *call = e->cuda ? "cuLaunchKernel" : "clEnqueueNDRangeKernel";
   if (!b) return;
   EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
-  arm("kernel enqueue", "clEnqueueNDRangeKernel", 0, CL_OUT_OF_RESOURCES);
-  once(t_launch_rw(e->q, e->k, b, n, 100, NULL), e->q, "clEnqueueNDRangeKernel");
-  disarm("clEnqueueNDRangeKernel", 0);
+  arm("kernel enqueue", call, 0, busy(e));
+  once(t_launch_rw(e->q, e->k, b, n, 100, NULL), e->q, call);
+  disarm(call, 0);
   EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
   EXPECT_OK(syrah_buffer_release(b));
@@ -243,7 +256,7 @@ static void usm(env *e) {
     free(back);
     return;
   }
-  arm("USM device allocation", call, 1, CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  arm("USM device allocation", call, 1, oom(e));
   {
     syrah_status s = syrah_malloc_device(e->ctx, e->d, n * sizeof(int), &m);
     ++t_checks;
@@ -260,8 +273,8 @@ static void usm(env *e) {
     return;
   }
   call = h2d_call(e);
-  if (e->strategy == SYRAH_USM_STRATEGY_NONE) call = "clEnqueueSVMMemcpy";
-  arm("USM copy to the device", call, 0, CL_OUT_OF_RESOURCES);
+  if (e->strategy == SYRAH_USM_STRATEGY_NONE && !e->cuda) call = "clEnqueueSVMMemcpy";
+  arm("USM copy to the device", call, 0, busy(e));
   once(syrah_queue_memcpy(e->q, m, host, n * sizeof(int), NULL, 0, NULL), e->q, call);
   disarm(call, 0);
   EXPECT_OK(syrah_queue_memcpy(e->q, m, host, n * sizeof(int), NULL, 0, NULL));
@@ -280,25 +293,33 @@ static void creation(env *e) {
   syrah_event *ev = NULL;
   syrah_status s;
   const char *src = "__kernel void only_here(__global int *p) { p[0] = 7; }";
+  /* On CUDA, OpenCL C is compiled by NVIDIA's OpenCL, then loaded. */
+  const char *build = e->cuda ? "cuModuleLoadDataEx" : "clBuildProgram";
+  const char *queue = e->cuda ? "cuStreamCreate" : "clCreateCommandQueueWithProperties";
 
-  arm("program build", "clBuildProgram", 0, CL_OUT_OF_HOST_MEMORY);
+  arm("program build", build, 0, e->cuda ? CUDA_ERROR_OUT_OF_MEMORY : CL_OUT_OF_HOST_MEMORY);
   s = syrah_program_create_from_source(e->ctx, src, NULL, &p);
   ++t_checks;
   if (s == SYRAH_SUCCESS) T_FAIL("a build succeeded under a fault");
-  else once(s, e->q, "clBuildProgram");
-  disarm("clBuildProgram", 0);
+  else once(s, e->q, build);
+  disarm(build, 0);
   /* The failure was not cached: the same source builds now. */
   EXPECT_OK(syrah_program_create_from_source(e->ctx, src, NULL, &p));
   if (p) EXPECT_OK(syrah_program_release(p));
 
-  arm("queue creation", "clCreateCommandQueueWithProperties", 0, CL_OUT_OF_RESOURCES);
+  arm("queue creation", queue, 0, busy(e));
   s = syrah_queue_create(e->ctx, e->d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q);
   ++t_checks;
   if (s == SYRAH_SUCCESS) T_FAIL("a queue was created under a fault");
-  else once(s, e->q, "clCreateCommandQueueWithProperties");
-  disarm("clCreateCommandQueueWithProperties", 0);
+  else once(s, e->q, queue);
+  disarm(queue, 0);
   EXPECT_OK(syrah_queue_create(e->ctx, e->d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
   if (q) EXPECT_OK(syrah_queue_release(q));
+
+  if (e->cuda) {
+    t_skip("user event creation fault", "on CUDA a user event is the host's alone: no driver call makes it");
+    return;
+  }
 
   arm("user event creation", "clCreateUserEvent", 0, CL_OUT_OF_HOST_MEMORY);
   s = syrah_user_event_create(e->ctx, &ev);
@@ -329,24 +350,30 @@ static void graph(env *e) {
   syrah_graph_backend backend = 0;
   syrah_status s;
   const char *replay_call;
+  const char *lanes = e->cuda ? "cuStreamCreate" : "clCreateCommandQueueWithProperties";
+  const char *update = e->cuda ? "cuGraphExecKernelNodeSetParams" : "clUpdateMutableCommandsKHR";
+  const char *record = e->cuda ? "cuGraphCreate" : "clCreateCommandBufferKHR";
   if (!b) return;
   EXPECT_OK(syrah_queue_begin_recording(e->q));
   for (i = 0; i < 3; ++i) EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 1, NULL));
   REQUIRE_OK(syrah_queue_end_recording(e->q, &g));
 
-  arm("graph finalize", "clCreateCommandQueueWithProperties", 0, CL_OUT_OF_RESOURCES);
+  arm("graph finalize", lanes, 0, busy(e));
   s = syrah_graph_finalize(g, &x);
   ++t_checks;
   if (s == SYRAH_SUCCESS) T_FAIL("a graph was finalized under a fault");
-  else once(s, e->q, "clCreateCommandQueueWithProperties");
-  disarm("clCreateCommandQueueWithProperties", 0);
+  else once(s, e->q, lanes);
+  disarm(lanes, 0);
   REQUIRE_OK(syrah_graph_finalize(g, &x));
   EXPECT_OK(syrah_graph_exec_get_backend(x, &backend));
-  replay_call = backend == SYRAH_GRAPH_BACKEND_COMMAND_BUFFER ? "clEnqueueCommandBufferKHR" : "clEnqueueNDRangeKernel";
+  if (backend == SYRAH_GRAPH_BACKEND_COMMAND_BUFFER)
+    replay_call = e->cuda ? "cuGraphLaunch" : "clEnqueueCommandBufferKHR";
+  else
+    replay_call = e->cuda ? "cuLaunchKernel" : "clEnqueueNDRangeKernel";
 
   EXPECT_OK(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
-  arm("graph replay", replay_call, 0, CL_OUT_OF_RESOURCES);
+  arm("graph replay", replay_call, 0, busy(e));
   once(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL), e->q, replay_call);
   disarm(replay_call, 0);
   EXPECT_OK(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL));
@@ -359,10 +386,10 @@ static void graph(env *e) {
     EXPECT_OK(syrah_device_get_info_u64(e->d, SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE, &in_place));
     EXPECT_OK(syrah_graph_exec_get_stats(x, &st));
     EXPECT_EQ(st.command_buffer_recordings, 1);
-    if (in_place) arm("graph update in place", "clUpdateMutableCommandsKHR", 0, CL_OUT_OF_RESOURCES);
+    if (in_place) arm("graph update in place", update, 0, busy(e));
     EXPECT_OK(syrah_graph_exec_set_arg(x, 0, 1, &a));
     if (in_place) {
-      disarm("clUpdateMutableCommandsKHR", 0);
+      disarm(update, 0);
       ++absorbed; /* checked below: one more recording, no update counted */
     }
     /* The copy took no update: the next submission replays the nodes,
@@ -370,9 +397,9 @@ static void graph(env *e) {
      * refuses some, hence a lasting fault). */
     EXPECT_OK(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL));
     EXPECT_OK(syrah_queue_wait(e->q));
-    arm("graph command-buffer recording", "clCreateCommandBufferKHR", 1, CL_OUT_OF_RESOURCES);
-    once(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL), e->q, "clCreateCommandBufferKHR");
-    disarm("clCreateCommandBufferKHR", 1);
+    arm("graph command-buffer recording", record, 1, busy(e));
+    once(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL), e->q, record);
+    disarm(record, 1);
     EXPECT_OK(syrah_queue_submit_graph(e->q, x, NULL, 0, NULL));
     EXPECT_OK(syrah_queue_wait(e->q));
     a = syrah_arg_value(&one, sizeof one);
@@ -425,7 +452,7 @@ static void graph_copy(env *e) {
   REQUIRE_OK(syrah_graph_finalize(g, &ex));
   EXPECT_OK(syrah_queue_submit_graph(e->q, ex, NULL, 0, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
-  arm("graph copy", call, 0, CL_OUT_OF_RESOURCES);
+  arm("graph copy", call, 0, busy(e));
   once(syrah_queue_submit_graph(e->q, ex, NULL, 0, NULL), e->q, call);
   disarm(call, 0);
   EXPECT_OK(syrah_queue_submit_graph(e->q, ex, NULL, 0, NULL));
@@ -450,12 +477,13 @@ static void test_device(const syrah_device *d) {
   syrah_program *p = NULL;
   uint64_t backend = 0;
   EXPECT_OK(syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BACKEND, &backend));
-  if (backend == SYRAH_BACKEND_CUDA) {
-    t_skip("faults injected into the driver", "the faultcl library injects into OpenCL calls, and this device runs on CUDA");
-    return;
-  }
   memset(&e, 0, sizeof e);
   e.d = d;
+  e.cuda = backend == SYRAH_BACKEND_CUDA;
+  if (e.cuda && (!getenv("SYRAH_CUDA_LIBRARY") || !strstr(getenv("SYRAH_CUDA_LIBRARY"), "faultcl"))) {
+    t_skip("faults injected into CUDA", "SYRAH_CUDA_LIBRARY does not name the faultcl library (CTest sets it)");
+    return;
+  }
   REQUIRE_OK(syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_USM_STRATEGY, &e.strategy));
   REQUIRE_OK(syrah_context_create(&d, 1, &e.ctx));
   REQUIRE_OK(syrah_queue_create(e.ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &e.q));
@@ -463,10 +491,10 @@ static void test_device(const syrah_device *d) {
   REQUIRE_OK(syrah_kernel_create(p, "add", &e.k));
   EXPECT_OK(syrah_program_release(p));
 
-  buffer_to_device(&e, "buffer allocation on first use", alloc_call(&e), 1, CL_MEM_OBJECT_ALLOCATION_FAILURE, 0);
-  buffer_to_device(&e, "buffer allocation, then a retry", alloc_call(&e), 1, CL_MEM_OBJECT_ALLOCATION_FAILURE, 1);
-  buffer_to_device(&e, "buffer copy to the device", h2d_call(&e), 0, CL_OUT_OF_RESOURCES, 0);
-  buffer_to_device(&e, "buffer copy to the device, then a retry", h2d_call(&e), 0, CL_OUT_OF_RESOURCES, 1);
+  buffer_to_device(&e, "buffer allocation on first use", alloc_call(&e), 1, oom(&e), 0);
+  buffer_to_device(&e, "buffer allocation, then a retry", alloc_call(&e), 1, oom(&e), 1);
+  buffer_to_device(&e, "buffer copy to the device", h2d_call(&e), 0, busy(&e), 0);
+  buffer_to_device(&e, "buffer copy to the device, then a retry", h2d_call(&e), 0, busy(&e), 1);
   buffer_to_host(&e);
   kernel_enqueue(&e);
   if (e.strategy != SYRAH_USM_STRATEGY_NONE) {

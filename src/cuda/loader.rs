@@ -3,8 +3,10 @@
 //! CUDA: where `libcuda.so.1` is absent, this is an error the caller
 //! reports as "no CUDA" and nothing else changes.
 //!
-//! The library is `SYRAH_CUDA_LIBRARY` when set (a fault-injection
-//! library, say), otherwise `libcuda.so.1`, then `libcuda.so`.
+//! The library is `libcuda.so.1`, else `libcuda.so`. `SYRAH_CUDA_LIBRARY`
+//! names a library whose entry points come first (a fault-injection or
+//! tracing library defines those it wraps, and the rest come from
+//! `libcuda.so.1`), or a driver library at another path.
 
 #![allow(non_snake_case)]
 
@@ -109,36 +111,41 @@ macro_rules! cuda_table {
     ($( $name:ident = $sym:literal : fn( $( $arg:ty ),* ) ; )*) => {
         /// Entry points resolved from the CUDA driver library.
         pub struct Api {
-            _lib: libloading::Library,
+            _libs: Vec<libloading::Library>,
             /// Path or name the library was opened from.
             pub origin: String,
             $( pub $name: unsafe extern "C" fn( $( $arg ),* ) -> CUresult, )*
         }
 
         impl Api {
-            fn resolve(lib: libloading::Library, origin: String) -> Result<Api, Error> {
+            /// Each entry point from the first of `libs` that has it.
+            fn resolve(libs: Vec<libloading::Library>, origin: String) -> Result<Api, Error> {
                 $(
                     // SAFETY: the symbol's signature is the CUDA driver API's
                     // for this versioned name; the pointer is copied out while
-                    // `lib` is kept alive in the returned table.
+                    // `libs` are kept alive in the returned table.
                     let $name = unsafe {
-                        match lib.get::<unsafe extern "C" fn( $( $arg ),* ) -> CUresult>(
-                            concat!($sym, "\0").as_bytes(),
-                        ) {
-                            Ok(s) => *s,
-                            Err(e) => {
+                        match libs.iter().find_map(|lib| {
+                            lib.get::<unsafe extern "C" fn( $( $arg ),* ) -> CUresult>(
+                                concat!($sym, "\0").as_bytes(),
+                            )
+                            .ok()
+                            .map(|s| *s)
+                        }) {
+                            Some(f) => f,
+                            None => {
                                 return Err(Error::new(
                                     Status::DeviceNotFound,
                                     format!(
-                                        "the CUDA library '{}' lacks the entry point {}: {}",
-                                        origin, $sym, e
+                                        "the CUDA library '{}' lacks the entry point {}",
+                                        origin, $sym
                                     ),
                                 ))
                             }
                         }
                     };
                 )*
-                Ok(Api { _lib: lib, origin, $( $name, )* })
+                Ok(Api { _libs: libs, origin, $( $name, )* })
             }
         }
     };
@@ -251,33 +258,50 @@ pub struct Memcpy2D {
 
 static API: OnceLock<Result<Api, Error>> = OnceLock::new();
 
+fn open(name: &str) -> Result<libloading::Library, String> {
+    // SAFETY: opening a shared library runs its initialisers; the CUDA
+    // driver library's (and an interposer's) have no preconditions.
+    unsafe { libloading::Library::new(name) }.map_err(|e| format!("{name}: {e}"))
+}
+
 fn load() -> Result<Api, Error> {
-    let names = match std::env::var("SYRAH_CUDA_LIBRARY") {
-        Ok(p) if !p.is_empty() => vec![p],
-        _ => vec!["libcuda.so.1".to_string(), "libcuda.so".to_string()],
+    let none = |failures: &[String]| {
+        Error::new(
+            Status::DeviceNotFound,
+            format!(
+                "no CUDA driver library could be loaded ({}); NVIDIA's driver installs libcuda.so.1, \
+                 or set SYRAH_CUDA_LIBRARY to its path",
+                failures.join("; ")
+            ),
+        )
     };
+    let mut libs = Vec::new();
+    let mut origin = None;
+    if let Some(first) = std::env::var("SYRAH_CUDA_LIBRARY")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
+        libs.push(open(&first).map_err(|e| none(&[e]))?);
+        origin = Some(first);
+    }
     let mut failures = Vec::new();
-    for name in names {
-        // SAFETY: opening a shared library runs its initialisers; the CUDA
-        // driver library's have no preconditions on the caller.
-        match unsafe { libloading::Library::new(&name) } {
-            Ok(lib) => {
-                let api = Api::resolve(lib, name)?;
-                // SAFETY: cuInit takes flags, which must be 0.
-                check(&api, unsafe { (api.cuInit)(0) }, "cuInit")?;
-                return Ok(api);
+    for name in ["libcuda.so.1", "libcuda.so"] {
+        match open(name) {
+            Ok(l) => {
+                libs.push(l);
+                origin.get_or_insert_with(|| name.to_string());
+                break;
             }
-            Err(e) => failures.push(format!("{name}: {e}")),
+            Err(e) => failures.push(e),
         }
     }
-    Err(Error::new(
-        Status::DeviceNotFound,
-        format!(
-            "no CUDA driver library could be loaded ({}); NVIDIA's driver installs libcuda.so.1, \
-             or set SYRAH_CUDA_LIBRARY to its path",
-            failures.join("; ")
-        ),
-    ))
+    let Some(origin) = origin else {
+        return Err(none(&failures));
+    };
+    let api = Api::resolve(libs, origin)?;
+    // SAFETY: cuInit takes flags, which must be 0.
+    check(&api, unsafe { (api.cuInit)(0) }, "cuInit")?;
+    Ok(api)
 }
 
 /// The process-wide CUDA entry points, loaded and initialised on first
