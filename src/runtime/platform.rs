@@ -482,6 +482,7 @@ fn cuda_device(
         svm: 0,
     };
     let strategy = UsmStrategy::IntelUsm;
+    let recording = std::env::var("SYRAH_COMMAND_BUFFER").map_or(true, |v| v != "off");
     let (major, minor) = info.capability;
     Device {
         // The seam names a CUDA device by its ordinal.
@@ -514,10 +515,11 @@ fn cuda_device(
         profiling: true,
         caps,
         // Graphs of kernels are recorded as CUDA graphs, launched again
-        // while pending (in order), their arguments updated in place.
-        command_buffer: Some(0),
-        command_buffer_simultaneous: true,
-        command_buffer_mutable: true,
+        // while pending (in order), their arguments updated in place;
+        // `SYRAH_COMMAND_BUFFER=off` turns recording off here too.
+        command_buffer: recording.then_some(0),
+        command_buffer_simultaneous: recording,
+        command_buffer_mutable: recording,
         strategy,
         usm: usm_support(strategy, &caps),
         staging: crate::core::staging::enabled(false, None).0,
