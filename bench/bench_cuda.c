@@ -13,7 +13,7 @@
  * raw and report medians. The raw side loads libcuda.so.1 itself and runs
  * a hand-written PTX kernel; it needs no CUDA headers.
  *
- * usage: SYRAH_CUDA=on bench_cuda P.D [K] [rounds] [C] [R]
+ * usage: bench_cuda P.D [K] [rounds] [C] [R]
  * (P.D: a device of the CUDA back end, whose ordinal is D) */
 #include "bench_common.h"
 
@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
   if (argc > 5) replays = atoi(argv[5]);
   if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || commands < 1 || rounds < 1 || rounds > MAX_ROUNDS ||
       chain < 1 || replays < 1) {
-    fprintf(stderr, "usage: SYRAH_CUDA=on bench_cuda P.D [K] [rounds, 1 to %d] [C] [R]\n", MAX_ROUNDS);
+    fprintf(stderr, "usage: bench_cuda P.D [K] [rounds, 1 to %d] [C] [R]\n", MAX_ROUNDS);
     return 2;
   }
   if (!load_cuda()) {
@@ -281,7 +281,7 @@ int main(int argc, char **argv) {
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_u64(dev, SYRAH_DEVICE_INFO_BACKEND, &which));
   if (which != SYRAH_BACKEND_CUDA) {
-    fprintf(stderr, "device %s is not on the CUDA back end (set SYRAH_CUDA=on and name its device)\n", argv[1]);
+    fprintf(stderr, "device %s is not on the CUDA back end (name a device of the "CUDA driver" platform; see syrah-info)\n", argv[1]);
     return 2;
   }
   SY_OK(syrah_queue_create(NULL, dev, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &e.q));

@@ -615,7 +615,7 @@ typedef uint32_t syrah_backend;
 #define SYRAH_BACKEND_OPENCL 1
 
 /*
- NVIDIA's CUDA driver, loaded at run time (`SYRAH_CUDA=on`).
+ NVIDIA's CUDA driver, loaded at run time (unless `SYRAH_CUDA=off`).
  */
 #define SYRAH_BACKEND_CUDA 2
 

@@ -1,5 +1,5 @@
 /* syrah-info: lists the platforms (OpenCL's, and the CUDA back end's
- * where SYRAH_CUDA=on) and devices Syrah sees, their properties, aspects
+ * where NVIDIA's CUDA driver loads) and devices Syrah sees, their properties, aspects
  * and the USM strategy chosen for each device, and which device the
  * default selector (and SYRAH_DEVICE) picks. */
 #include <syrah.h>

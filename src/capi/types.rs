@@ -140,7 +140,7 @@ pub const SYRAH_USM_STRATEGY_SVM: syrah_usm_strategy = 2;
 pub type syrah_backend = u32;
 /// OpenCL, loaded at run time.
 pub const SYRAH_BACKEND_OPENCL: syrah_backend = 1;
-/// NVIDIA's CUDA driver, loaded at run time (`SYRAH_CUDA=on`).
+/// NVIDIA's CUDA driver, loaded at run time (unless `SYRAH_CUDA=off`).
 pub const SYRAH_BACKEND_CUDA: syrah_backend = 2;
 
 /// SYCL-style device aspects for `syrah_device_has_aspect`.

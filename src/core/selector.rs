@@ -35,6 +35,8 @@ pub struct DeviceDesc {
     pub device_name: String,
     pub device_vendor: String,
     pub kind: DeviceKind,
+    /// Picked before others of its kind (a GPU the CUDA back end drives).
+    pub preferred: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,12 +203,13 @@ impl Selection {
 
 /// Score of the default selector: GPUs first, then accelerators, then CPUs.
 pub fn default_score(d: &DeviceDesc) -> i32 {
-    match d.kind {
+    let kind = match d.kind {
         DeviceKind::Gpu => 300,
         DeviceKind::Accelerator => 200,
         DeviceKind::Cpu => 100,
         DeviceKind::Other => 50,
-    }
+    };
+    kind + i32::from(d.preferred)
 }
 
 #[cfg(test)]
@@ -227,6 +230,7 @@ mod tests {
             device_name: dname.into(),
             device_vendor: "v".into(),
             kind,
+            preferred: false,
         }
     }
 
@@ -274,6 +278,25 @@ mod tests {
         assert_eq!(pick("portable"), Ok(0));
         assert_eq!(pick("epyc"), Ok(2));
         assert_eq!(pick(":cpu"), Ok(0));
+    }
+
+    #[test]
+    fn a_preferred_device_wins_over_its_kind_but_not_an_explicit_choice() {
+        let mut m = machine();
+        let mut cuda = dev(3, 0, "CUDA driver", "NVIDIA H100", DeviceKind::Gpu);
+        cuda.preferred = true;
+        m.push(cuda);
+        let pick_in = |spec: &str| Selection::parse(spec)?.select(&m);
+        assert_eq!(pick_in("default"), Ok(4));
+        assert_eq!(pick_in("gpu"), Ok(4));
+        assert_eq!(pick_in("nvidia:gpu"), Ok(4));
+        assert_eq!(pick_in("2.0"), Ok(3));
+        assert_eq!(pick_in("cpu"), Ok(0));
+        // Preference ranks within a kind only: a CPU never beats a GPU.
+        m[4].kind = DeviceKind::Cpu;
+        let pick_in = |spec: &str| Selection::parse(spec)?.select(&m);
+        assert_eq!(pick_in("default"), Ok(3));
+        assert_eq!(pick_in("cpu"), Ok(4));
     }
 
     #[test]

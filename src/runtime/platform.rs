@@ -119,6 +119,9 @@ impl Device {
             device_name: self.name.clone(),
             device_vendor: self.vendor.clone(),
             kind: self.kind,
+            // The CUDA back end drives a GPU faster than NVIDIA's OpenCL
+            // (launches, graphs), so its device of that GPU comes first.
+            preferred: platform.driver.name() == "CUDA",
         }
     }
 
@@ -185,8 +188,8 @@ fn discover() -> Result<Runtime> {
             platforms.push(p);
         }
     }
-    if cuda_wanted() {
-        if let Some(p) = cuda_platform(platforms.len(), &platforms) {
+    if let Some(all) = cuda_wanted() {
+        if let Some(p) = cuda_platform(platforms.len(), &platforms, all) {
             platforms.push(p);
         }
     }
@@ -419,38 +422,48 @@ fn load_device(
     })
 }
 
-/// Whether the CUDA platform is asked for: its NVIDIA GPUs as the CUDA
-/// driver lists them, each paired with the same GPU on NVIDIA's OpenCL
-/// platform, whose compiler turns OpenCL C into the PTX the CUDA back end
-/// loads (`SYRAH_CUDA=on`, where `libcuda.so.1` loads).
-fn cuda_wanted() -> bool {
-    std::env::var("SYRAH_CUDA").is_ok_and(|v| v == "on")
+/// Which GPUs the CUDA platform lists (where `libcuda.so.1` loads): each
+/// is paired with the same GPU on NVIDIA's OpenCL platform, whose compiler
+/// turns OpenCL C into the PTX the CUDA back end loads. `SYRAH_CUDA=off`:
+/// none (`None`); `on`: all (`Some(true)`), those without a twin building
+/// from PTX only; otherwise those with a twin (`Some(false)`).
+fn cuda_wanted() -> Option<bool> {
+    match std::env::var("SYRAH_CUDA").as_deref() {
+        Ok("off") => None,
+        Ok("on") => Some(true),
+        _ => Some(false),
+    }
 }
 
 /// The CUDA platform, numbered `index`, with each device's OpenCL twin
-/// found among `opencl` (the platforms found before it); `None` where the
-/// CUDA driver is missing or lists no device.
-fn cuda_platform(index: usize, opencl: &[Platform]) -> Option<Platform> {
+/// found among `opencl` (the platforms found before it), and devices
+/// without one only when `all`; `None` where the CUDA driver is missing or
+/// leaves no device.
+fn cuda_platform(index: usize, opencl: &[Platform], all: bool) -> Option<Platform> {
     let infos = list().ok()?;
-    if infos.is_empty() {
+    let version = format!("CUDA {}", infos.first()?.driver_version);
+    let mut taken = Vec::new();
+    let mut paired = Vec::new();
+    for info in &infos {
+        let twin = opencl.iter().flat_map(|p| p.devices.iter()).find(|d| {
+            d.vendor.contains("NVIDIA")
+                && d.name == info.name
+                && !taken.contains(&(d.platform_index, d.index))
+        });
+        if let Some(t) = twin {
+            taken.push((t.platform_index, t.index));
+        }
+        if all || twin.is_some() {
+            paired.push((info, twin));
+        }
+    }
+    if paired.is_empty() {
         return None;
     }
-    let version = format!("CUDA {}", infos[0].driver_version);
-    let mut taken = Vec::new();
-    let devices = infos
-        .iter()
+    let devices = paired
+        .into_iter()
         .enumerate()
-        .map(|(i, info)| {
-            let twin = opencl.iter().flat_map(|p| p.devices.iter()).find(|d| {
-                d.vendor.contains("NVIDIA")
-                    && d.name == info.name
-                    && !taken.contains(&(d.platform_index, d.index))
-            });
-            if let Some(t) = twin {
-                taken.push((t.platform_index, t.index));
-            }
-            cuda_device(index, i, info, twin)
-        })
+        .map(|(i, (info, twin))| cuda_device(index, i, info, twin))
         .collect();
     Some(Platform {
         id: std::ptr::null_mut(),
