@@ -60,6 +60,8 @@ const HELD: u8 = 0;
 const RECORDED: u8 = 1;
 /// A command's event: its command could not be enqueued.
 const FAILED: u8 = 2;
+/// A command's event: recorded, and known to have completed.
+const DONE: u8 = 3;
 
 /// Who waits for an event that has not happened on a device yet.
 #[derive(Default)]
@@ -152,6 +154,27 @@ impl Ev {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Records the end of a command just enqueued on `s` (its stream,
+    /// current, its tail held) as command `seq`, before anyone else can
+    /// know of the event: nothing waits for it, nobody is told.
+    pub fn recorded_new(&self, api: &Api, s: &Stream, seq: u64) -> Result<()> {
+        let Kind::Command {
+            end,
+            seq: at,
+            state,
+            ..
+        } = &self.kind
+        else {
+            return Ok(());
+        };
+        // SAFETY: a live event and stream of the current context.
+        let rc = unsafe { (api.cuEventRecord)(*end, s.raw) };
+        check(api, rc, "cuEventRecord")?;
+        at.store(seq, Ordering::Release);
+        state.store(RECORDED, Ordering::Release);
+        Ok(())
     }
 
     /// Records the command's end on `s` (its stream, current, its tail
@@ -248,14 +271,23 @@ impl Ev {
     /// enqueued next.
     pub fn wait_on(&self, api: &Api, stream: CUstream) -> Result<()> {
         match &self.kind {
-            Kind::Command { end, state, .. } if state.load(Ordering::Acquire) == RECORDED => {
+            Kind::Command {
+                end,
+                state,
+                stream: from,
+                seq,
+                ..
+            } if state.load(Ordering::Acquire) == RECORDED
+                && !from.reached(seq.load(Ordering::Acquire)) =>
+            {
                 // SAFETY: a live event and stream; events of other devices
                 // are waited on across them.
                 let rc = unsafe { (api.cuStreamWaitEvent)(stream, *end, 0) };
                 check(api, rc, "cuStreamWaitEvent")
             }
-            // A failed command's dependents still run (the runtime reports
-            // the failure through them); a user event is already done.
+            // Done already; a failed command's dependents still run (the
+            // runtime reports the failure through them); a user event is
+            // already done.
             _ => Ok(()),
         }
     }
@@ -335,16 +367,28 @@ fn status_of(ev: &Ev) -> Result<i32> {
             stream,
             state,
             code,
+            seq,
             ..
         } => match state.load(Ordering::Acquire) {
             HELD => Ok(SUBMITTED),
             FAILED => Ok(code.load(Ordering::Acquire)),
+            DONE => Ok(COMPLETE),
             _ => {
+                // A later command of the stream known done: so is this.
+                let seq = seq.load(Ordering::Acquire);
+                if stream.reached(seq) {
+                    state.store(DONE, Ordering::Release);
+                    return Ok(COMPLETE);
+                }
                 let api = api()?;
                 make_current(api, stream.dev.ctx)?;
                 // SAFETY: a live, recorded event.
                 Ok(match unsafe { (api.cuEventQuery)(*end) } {
-                    CUDA_SUCCESS => COMPLETE,
+                    CUDA_SUCCESS => {
+                        state.store(DONE, Ordering::Release);
+                        stream.passed(seq);
+                        COMPLETE
+                    }
                     CUDA_ERROR_NOT_READY => SUBMITTED,
                     code => failure(code),
                 })
@@ -378,16 +422,28 @@ pub fn wait(e: EventH) -> Result<i32> {
             stream,
             state,
             code,
+            seq,
             ..
         } => {
-            if state.load(Ordering::Acquire) == FAILED {
-                return Ok(code.load(Ordering::Acquire));
+            match state.load(Ordering::Acquire) {
+                FAILED => return Ok(code.load(Ordering::Acquire)),
+                DONE => return Ok(0),
+                _ => {}
+            }
+            let seq = seq.load(Ordering::Acquire);
+            if stream.reached(seq) {
+                state.store(DONE, Ordering::Release);
+                return Ok(0);
             }
             let api = api()?;
             make_current(api, stream.dev.ctx)?;
             // SAFETY: a live, recorded event.
             Ok(match unsafe { (api.cuEventSynchronize)(*end) } {
-                CUDA_SUCCESS => 0,
+                CUDA_SUCCESS => {
+                    state.store(DONE, Ordering::Release);
+                    stream.passed(seq);
+                    0
+                }
                 code => failure(code),
             })
         }
@@ -565,7 +621,9 @@ pub fn on_end(e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
     match &ev.kind {
         Kind::Command {
             stream, seq, state, ..
-        } if state.load(Ordering::Acquire) == RECORDED => {
+        } if state.load(Ordering::Acquire) == RECORDED
+            && !stream.reached(seq.load(Ordering::Acquire)) =>
+        {
             let api = api()?;
             make_current(api, stream.dev.ctx)?;
             let tail = stream.tail.lock();
@@ -607,7 +665,7 @@ pub fn timestamp(e: EventH, which: Stamp) -> Result<u64> {
             "the command's queue does not record timestamps",
         ));
     }
-    if state.load(Ordering::Acquire) != RECORDED {
+    if !matches!(state.load(Ordering::Acquire), RECORDED | DONE) {
         return Err(Error::new(
             Status::ProfilingUnavailable,
             "the command has not run",

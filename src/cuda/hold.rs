@@ -112,8 +112,7 @@ where
     let e = Ev::command(api, &Stream::shared(q))?;
     e.start(api, s)?;
     body(api, s)?;
-    // Nothing can wait for it yet, so nothing is woken.
-    e.recorded(api, s, seq, &mut Vec::new())?;
+    e.recorded_new(api, s, seq)?;
     *slot = events::handle(e);
     Ok(())
 }

@@ -15,6 +15,7 @@ use crate::core::error::Result;
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -131,6 +132,9 @@ pub struct Stream {
     pub tail: Mutex<Tail>,
     /// Signalled when the last held command has gone to the stream.
     drained: Condvar,
+    /// The latest command (by `Tail::count`) known to have completed:
+    /// the stream runs its commands in order, so all before it have too.
+    done: AtomicU64,
 }
 
 /// What has been given to a stream, and what waits on the host for it.
@@ -194,6 +198,7 @@ impl Stream {
             base_ns: 0,
             tail: Mutex::new(Tail::default()),
             drained: Condvar::new(),
+            done: AtomicU64::new(0),
         };
         if timed {
             let mut ev: CUevent = std::ptr::null_mut();
@@ -210,6 +215,16 @@ impl Stream {
             s.base_ns = host_ns();
         }
         Ok(Arc::new(s))
+    }
+
+    /// Whether command `seq` is known to have completed.
+    pub fn reached(&self, seq: u64) -> bool {
+        seq <= self.done.load(Ordering::Acquire)
+    }
+
+    /// Notes that command `seq` has completed.
+    pub fn passed(&self, seq: u64) {
+        self.done.fetch_max(seq, Ordering::AcqRel);
     }
 
     /// Gives held commands whose turn has come to their streams: this
