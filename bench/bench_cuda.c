@@ -281,7 +281,7 @@ int main(int argc, char **argv) {
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
   SY_OK(syrah_device_get_info_u64(dev, SYRAH_DEVICE_INFO_BACKEND, &which));
   if (which != SYRAH_BACKEND_CUDA) {
-    fprintf(stderr, "device %s is not on the CUDA back end (name a device of the "CUDA driver" platform; see syrah-info)\n", argv[1]);
+    fprintf(stderr, "device %s is not on the CUDA back end (name a device of the \"CUDA driver\" platform; see syrah-info)\n", argv[1]);
     return 2;
   }
   SY_OK(syrah_queue_create(NULL, dev, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &e.q));
