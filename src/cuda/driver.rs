@@ -467,8 +467,9 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         let (d, sr) = (addr(&dst), addr(&src));
+        let ready = events::all_ended(waits);
         command(q, waits, ev, move |api, s| {
-            hostcopy::copy(api, s, d, sr, len)
+            hostcopy::copy(api, s, d, sr, len, ready)
         })?;
         if blocking {
             drain(q)?;
@@ -575,8 +576,9 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
+        let ready = events::all_ended(waits);
         command(q, waits, ev, move |api, s| {
-            hostcopy::copy(api, s, dst as u64, src as u64, size)
+            hostcopy::copy(api, s, dst as u64, src as u64, size, ready)
         })
     }
 

@@ -6,17 +6,15 @@
 //! host, since a stream stopped that way fills the device's launch queue
 //! and then blocks CUDA calls the host needs to go on.
 //!
-//! Callbacks at an event's end run on the back end's own thread: a stream
-//! only tells that thread, as a host function may not call CUDA. A host
-//! function goes on the stream only while the command is the stream's
-//! last: one placed behind later commands would wait for them too. Events
-//! with commands after them are watched by that thread instead.
+//! Callbacks at an event's end run on the back end's callback thread
+//! (`callbacks`).
 //!
 //! CUDA handles are opaque identifiers that only the driver interprets,
 //! so passing them on is not a dereference by this code.
 
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+use super::callbacks::{at_tail, send, started, Msg, Pending, Watched};
 use super::loader::{
     api, check, take_last_failure, Api, CUevent, CUstream, CUDA_ERROR_NOT_READY,
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
@@ -27,9 +25,7 @@ use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 /// The failure status of a command that ended in CUDA error `code`
 /// (negative, as the seam's statuses are).
@@ -202,11 +198,7 @@ impl Ev {
         at.store(seq, Ordering::Release);
         let later = self.settle(|| state.store(RECORDED, Ordering::Release));
         for (f, user) in later.callbacks {
-            let p = Pending {
-                ev: self.clone(),
-                f,
-                user,
-            };
+            let p = Pending::new(self.clone(), f, user);
             if let Err(p) = at_tail(api, s, p) {
                 send(Msg::Watch(p));
             }
@@ -226,11 +218,7 @@ impl Ev {
             state.store(FAILED, Ordering::Release);
         });
         for (f, user) in later.callbacks {
-            send(Msg::Call(Pending {
-                ev: self.clone(),
-                f,
-                user,
-            }));
+            send(Msg::Call(Pending::new(self.clone(), f, user)));
         }
         woken.extend(later.waiters);
     }
@@ -327,6 +315,15 @@ impl Drop for Ev {
     }
 }
 
+impl Watched for Ev {
+    fn status(&self) -> i32 {
+        match &self.kind {
+            Kind::Command { .. } => status_of(self).unwrap_or(COMPLETE),
+            Kind::User { .. } => COMPLETE,
+        }
+    }
+}
+
 /// The runtime's handle to `ev`.
 pub fn handle(ev: Arc<Ev>) -> EventH {
     EventH(Arc::into_raw(ev) as usize)
@@ -407,6 +404,14 @@ pub fn status(e: EventH) -> Result<i32> {
     status_of(of(e))
 }
 
+/// Whether every event of `waits` has ended (asking the driver for those
+/// not known to have).
+pub fn all_ended(waits: &[EventH]) -> bool {
+    waits
+        .iter()
+        .all(|w| status(*w).is_ok_and(|st| st <= COMPLETE))
+}
+
 /// Waits for `e`: 0, or its failure status.
 pub fn wait(e: EventH) -> Result<i32> {
     let ev = of(e);
@@ -478,133 +483,9 @@ pub fn complete(e: EventH) -> Result<()> {
     Ok(())
 }
 
-/// A callback waiting to be called on the back end's thread.
-struct Pending {
-    ev: Arc<Ev>,
-    f: EndCallback,
-    user: usize,
-}
-
-impl Pending {
-    /// Calls the callback with the event's status.
-    fn call(self) {
-        let st = match &self.ev.kind {
-            Kind::Command { .. } => status_of(&self.ev).unwrap_or(COMPLETE),
-            Kind::User { .. } => COMPLETE,
-        };
-        let handle = Arc::as_ptr(&self.ev) as *mut c_void;
-        // SAFETY: the runtime registered `f` with `user` for this event,
-        // which `self.ev` keeps alive.
-        unsafe { (self.f)(handle, st, self.user as *mut c_void) };
-    }
-
-    /// Whether the event has ended (or can no longer be asked).
-    fn ended(&self) -> bool {
-        !matches!(status_of(&self.ev), Ok(SUBMITTED))
-    }
-}
-
-/// What the callback thread is told.
-enum Msg {
-    /// The event has ended: call now.
-    Call(Pending),
-    /// Call once the event has ended, asking the driver until it has.
-    Watch(Pending),
-}
-
-/// How long the callback thread sleeps between looks at watched events:
-/// from the first, doubling while none ends, up to the second.
-const NAP: (Duration, Duration) = (Duration::from_micros(10), Duration::from_micros(200));
-
-/// The callback thread: calls what it is given, and watches events.
-fn callback_loop(rx: Receiver<Msg>) {
-    let mut watched: Vec<Pending> = Vec::new();
-    let mut nap = NAP.0;
-    loop {
-        let msg = if watched.is_empty() {
-            rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
-        } else {
-            rx.recv_timeout(nap)
-        };
-        match msg {
-            Ok(Msg::Call(p)) => p.call(),
-            Ok(Msg::Watch(p)) => {
-                watched.push(p);
-                nap = NAP.0;
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        let (done, left): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut watched)
-            .into_iter()
-            .partition(Pending::ended);
-        watched = left;
-        nap = if done.is_empty() {
-            (nap * 2).min(NAP.1)
-        } else {
-            NAP.0
-        };
-        for p in done {
-            p.call();
-        }
-    }
-}
-
-/// The channel to the callback thread, started on first use; `None` if
-/// the thread could not be started.
-fn callbacks() -> Option<&'static Mutex<Sender<Msg>>> {
-    static TX: OnceLock<Option<Mutex<Sender<Msg>>>> = OnceLock::new();
-    TX.get_or_init(|| {
-        let (tx, rx) = channel::<Msg>();
-        let spawned = std::thread::Builder::new()
-            .name("syrah-cuda-callbacks".into())
-            .spawn(move || callback_loop(rx));
-        spawned.ok().map(|_| Mutex::new(tx))
-    })
-    .as_ref()
-}
-
-/// Hands `m` to the callback thread (which exists: `on_end` made sure
-/// before anything was registered).
-fn send(m: Msg) {
-    if let Some(tx) = callbacks() {
-        let _ = tx.lock().send(m);
-    }
-}
-
-fn no_thread() -> Error {
-    Error::new(
-        Status::OutOfHostMemory,
-        "the CUDA back end could not start its callback thread",
-    )
-}
-
-unsafe extern "C" fn stream_reached(user: *mut c_void) {
-    // SAFETY: `user` is the Box made in `at_tail`, given to exactly one
-    // host function.
-    let p = unsafe { Box::from_raw(user as *mut Pending) };
-    // No CUDA call here: the callback thread takes it from now on.
-    send(Msg::Call(*p));
-}
-
-/// Puts `p` on `s` (current, its tail held, the event's command its
-/// last) as a host function; gives `p` back where CUDA refused.
-fn at_tail(api: &Api, s: &Stream, p: Pending) -> std::result::Result<(), Pending> {
-    let p = Box::into_raw(Box::new(p));
-    // SAFETY: a live stream; the host function owns `p` once it runs,
-    // right after the command.
-    let rc = unsafe { (api.cuLaunchHostFunc)(s.raw, stream_reached, p as *mut c_void) };
-    if rc == CUDA_SUCCESS {
-        Ok(())
-    } else {
-        // SAFETY: the launch failed, so `p` is still ours.
-        Err(*unsafe { Box::from_raw(p) })
-    }
-}
-
 /// Calls `f(e, status, user)` once `e` has ended.
 pub fn on_end(e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
-    callbacks().ok_or_else(no_thread)?;
+    started()?;
     let ev = of(e);
     {
         let mut l = ev.later.lock();
@@ -613,11 +494,7 @@ pub fn on_end(e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
             return Ok(());
         }
     }
-    let p = Pending {
-        ev: share(e),
-        f,
-        user: user as usize,
-    };
+    let p = Pending::new(share(e), f, user as usize);
     match &ev.kind {
         Kind::Command {
             stream, seq, state, ..

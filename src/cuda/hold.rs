@@ -103,6 +103,7 @@ where
     // Counted whatever happens: a failed body may have enqueued part.
     tail.count += 1;
     let seq = tail.count;
+    s.enqueuing(seq);
     for w in waits {
         events::of(*w).wait_on(api, s.raw)?;
     }

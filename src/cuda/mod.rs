@@ -3,6 +3,7 @@
 //! made loadable by CUDA (`ptx`), and modules with their launches
 //! (`module`).
 
+pub mod callbacks;
 pub mod devices;
 pub mod driver;
 pub mod events;

@@ -135,6 +135,10 @@ pub struct Stream {
     /// The latest command (by `Tail::count`) known to have completed:
     /// the stream runs its commands in order, so all before it have too.
     done: AtomicU64,
+    /// The command being enqueued (its `Tail::count`).
+    current: AtomicU64,
+    /// The latest command that writes ordinary host memory.
+    host_writes: AtomicU64,
 }
 
 /// What has been given to a stream, and what waits on the host for it.
@@ -199,6 +203,8 @@ impl Stream {
             tail: Mutex::new(Tail::default()),
             drained: Condvar::new(),
             done: AtomicU64::new(0),
+            current: AtomicU64::new(0),
+            host_writes: AtomicU64::new(0),
         };
         if timed {
             let mut ev: CUevent = std::ptr::null_mut();
@@ -227,6 +233,24 @@ impl Stream {
         self.done.fetch_max(seq, Ordering::AcqRel);
     }
 
+    /// Notes that command `seq` is being enqueued (its tail held).
+    pub fn enqueuing(&self, seq: u64) {
+        self.current.store(seq, Ordering::Release);
+    }
+
+    /// Notes that the command being enqueued writes ordinary host memory.
+    pub fn writes_host(&self) {
+        self.host_writes
+            .fetch_max(self.current.load(Ordering::Acquire), Ordering::AcqRel);
+    }
+
+    /// Whether every command before the one being enqueued that writes
+    /// ordinary host memory is known to have completed.
+    pub fn host_written(&self) -> bool {
+        let last = self.host_writes.load(Ordering::Acquire);
+        last == 0 || self.reached(last)
+    }
+
     /// Gives held commands whose turn has come to their streams: this
     /// one's, and those of streams waiting for what they record.
     pub fn pump(self: &Arc<Self>) {
@@ -241,6 +265,7 @@ impl Stream {
                 let Some(h) = t.held.pop_front() else { break };
                 t.count += 1;
                 let seq = t.count;
+                s.enqueuing(seq);
                 h.run(api, &s, seq, &mut work);
             }
             if t.held.is_empty() {
