@@ -152,7 +152,11 @@ impl Driver for Cuda {
                 RecNode::Kernel(k, range) => {
                     let kern = kern_of(k);
                     let (f, args) = kern.prepare(s.dev.ordinal)?;
-                    graph::Plan::Kernel(Function::clone(&f), shape_of(range, &kern.name)?, args)
+                    graph::Plan::Kernel(
+                        Function::clone(&f),
+                        shape_of(range, &kern.name)?,
+                        args.into_vec(),
+                    )
                 }
                 RecNode::Copy { dst, src, size } => graph::Plan::Copy {
                     dst: dst as u64,
@@ -181,7 +185,7 @@ impl Driver for Cuda {
 
     fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {
         let a = match arg {
-            ArgSet::Bytes(b) => OwnedArg::Bytes(b.to_vec()),
+            ArgSet::Bytes(b) => OwnedArg::Bytes(b.into()),
             ArgSet::Local(n) => OwnedArg::Local(n),
             ArgSet::Usm(p) => OwnedArg::Pointer(p as u64),
             ArgSet::Mem(m) => OwnedArg::Pointer(mem_of(m).ptr),
@@ -553,7 +557,7 @@ impl Driver for Cuda {
         // The program stays loaded while the launch is held.
         let prog = kern.prog.clone();
         command(q, waits, ev, move |api, s| {
-            let list: Vec<Arg> = args.iter().map(|a| a.as_arg()).collect();
+            let list: smallvec::SmallVec<[Arg; 8]> = args.iter().map(|a| a.as_arg()).collect();
             let r = launch(api, &f, &list, shape, LaunchStream(s.raw));
             drop(prog);
             r

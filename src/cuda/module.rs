@@ -5,7 +5,11 @@
 use super::loader::{check, Api, CUfunction, CUmodule, CUstream, CUDA_SUCCESS};
 use super::ptx::{self, Entry, Param, Translated, OFFSET_BYTES};
 use crate::core::error::{Error, Result, Status};
+use smallvec::SmallVec;
 use std::ffi::{c_void, CString};
+
+/// Per-argument words of a launch, kept inline for the usual few.
+pub type Words = SmallVec<[u64; 8]>;
 
 /// A loaded module and its kernels' argument lists. The module is
 /// unloaded when dropped; the context it was loaded in must then still
@@ -165,7 +169,7 @@ pub enum Arg<'a> {
 /// memory (its offset, in argument order, 0 for the other arguments),
 /// and how many bytes that memory needs. An argument of the wrong kind or
 /// size is `Status::KernelArguments`, naming it.
-pub fn local_layout(entry: &Entry, args: &[Arg]) -> Result<(Vec<u64>, usize)> {
+pub fn local_layout(entry: &Entry, args: &[Arg]) -> Result<(Words, usize)> {
     if args.len() != entry.params.len() {
         return Err(Error::new(
             Status::KernelArguments,
@@ -177,7 +181,7 @@ pub fn local_layout(entry: &Entry, args: &[Arg]) -> Result<(Vec<u64>, usize)> {
             ),
         ));
     }
-    let mut offsets = Vec::with_capacity(args.len());
+    let mut offsets = Words::with_capacity(args.len());
     let mut end = 0usize;
     for (i, (p, a)) in entry.params.iter().zip(args).enumerate() {
         let wrong = |what: String| {
@@ -225,8 +229,8 @@ pub struct Shape {
 /// holds, and the dynamic shared memory the `__local` arguments need.
 pub struct Params<'a> {
     args: &'a [Arg<'a>],
-    pointers: Vec<u64>,
-    offsets: Vec<u64>,
+    pointers: Words,
+    offsets: Words,
     hidden: [u32; OFFSET_BYTES / 4],
     /// Bytes of dynamic shared memory.
     pub smem: u32,
@@ -274,8 +278,8 @@ impl<'a> Params<'a> {
     }
 
     /// The pointer list, valid while `self` is.
-    pub fn slots(&self) -> Vec<*mut c_void> {
-        let mut slots: Vec<*mut c_void> = Vec::with_capacity(self.args.len() + 1);
+    pub fn slots(&self) -> SmallVec<[*mut c_void; 9]> {
+        let mut slots: SmallVec<[*mut c_void; 9]> = SmallVec::with_capacity(self.args.len() + 1);
         for (i, a) in self.args.iter().enumerate() {
             slots.push(match a {
                 Arg::Bytes(b) => b.as_ptr() as *mut c_void,
@@ -341,7 +345,9 @@ mod tests {
             Arg::Bytes(&four),
             Arg::Local(16),
         ];
-        let got = local_layout(&entry(), &args).map_err(|e| e.message);
+        let got = local_layout(&entry(), &args)
+            .map(|(o, n)| (o.to_vec(), n))
+            .map_err(|e| e.message);
         assert_eq!(got, Ok((vec![0, 0, 0, 16], 32)));
     }
 

@@ -12,6 +12,7 @@ use crate::backend::ArgSet;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::NdRange;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// A program: the PTX it was built from (one per device) and the module
@@ -143,7 +144,7 @@ impl Kern {
 
     /// The function for device `ordinal`, and the arguments set now (each
     /// must be).
-    pub fn prepare(&self, ordinal: i32) -> Result<(Arc<Function>, Vec<OwnedArg>)> {
+    pub fn prepare(&self, ordinal: i32) -> Result<(Arc<Function>, ArgList)> {
         let f = self
             .funcs
             .iter()
@@ -156,10 +157,10 @@ impl Kern {
                 ))
             })?;
         let args = self.args.lock();
-        let mut out = Vec::with_capacity(args.len());
+        let mut out = ArgList::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
             out.push(match a {
-                Some(Val::Bytes(b)) => OwnedArg::Bytes(b.clone()),
+                Some(Val::Bytes(b)) => OwnedArg::Bytes(SmallVec::from_slice(b)),
                 Some(Val::Pointer(p)) => OwnedArg::Pointer(*p),
                 Some(Val::Local(n)) => OwnedArg::Local(*n),
                 None => {
@@ -174,9 +175,12 @@ impl Kern {
     }
 }
 
+/// A launch's arguments, kept inline for the usual few.
+pub type ArgList = SmallVec<[OwnedArg; 8]>;
+
 /// An argument copied out of a kernel for one launch.
 pub enum OwnedArg {
-    Bytes(Vec<u8>),
+    Bytes(SmallVec<[u8; 16]>),
     Pointer(u64),
     Local(usize),
 }
