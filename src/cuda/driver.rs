@@ -21,7 +21,7 @@ use super::loader::{
     CU_MEM_LOCATION_TYPE_DEVICE,
 };
 use super::memory::{self, addr, fill, mem_of, new_mem, Mem};
-use super::module::{launch, Arg, Function, Stream as LaunchStream};
+use super::module::{launch, Arg, Function, LaunchStream};
 use super::program::{shape_of, Kern, OwnedArg, Prog};
 use super::state::{make_current, Ctx, Stream};
 use crate::backend::{

@@ -136,14 +136,14 @@ impl Function {
     }
 }
 
-/// A stream commands go on: CUDA's null stream, or one the back end
+/// The stream a launch goes on: CUDA's null stream, or one the back end
 /// made (and keeps until every command on it has been launched).
 #[derive(Clone, Copy, Debug)]
-pub struct Stream(pub(crate) CUstream);
+pub struct LaunchStream(pub(crate) CUstream);
 
-impl Stream {
+impl LaunchStream {
     /// The null stream of the current context.
-    pub const NULL: Stream = Stream(std::ptr::null_mut());
+    pub const NULL: LaunchStream = LaunchStream(std::ptr::null_mut());
 }
 
 impl Drop for Module {
@@ -293,7 +293,13 @@ impl<'a> Params<'a> {
 }
 
 /// Launches `f` with `args` on `stream`, in the current context.
-pub fn launch(api: &Api, f: &Function, args: &[Arg], shape: Shape, stream: Stream) -> Result<()> {
+pub fn launch(
+    api: &Api,
+    f: &Function,
+    args: &[Arg],
+    shape: Shape,
+    stream: LaunchStream,
+) -> Result<()> {
     let params = Params::new(api, f, args, &shape)?;
     let mut slots = params.slots();
     let [gx, gy, gz] = shape.groups;
