@@ -152,10 +152,9 @@ impl Ev {
         }
     }
 
-    /// Records the end of a command just enqueued on `s` (its stream,
-    /// current, its tail held) as command `seq`, before anyone else can
-    /// know of the event: nothing waits for it, nobody is told.
-    pub fn recorded_new(&self, api: &Api, s: &Stream, seq: u64) -> Result<()> {
+    /// Records the command's end on `s` (its stream, current, its tail
+    /// held) as command `seq`; its state, for the caller to mark.
+    fn record_at(&self, api: &Api, s: &Stream, seq: u64) -> Result<Option<&AtomicU8>> {
         let Kind::Command {
             end,
             seq: at,
@@ -163,13 +162,22 @@ impl Ev {
             ..
         } = &self.kind
         else {
-            return Ok(());
+            return Ok(None);
         };
         // SAFETY: a live event and stream of the current context.
         let rc = unsafe { (api.cuEventRecord)(*end, s.raw) };
         check(api, rc, "cuEventRecord")?;
         at.store(seq, Ordering::Release);
-        state.store(RECORDED, Ordering::Release);
+        Ok(Some(state))
+    }
+
+    /// Records the end of a command just enqueued on `s` (its stream,
+    /// current, its tail held) as command `seq`, before anyone else can
+    /// know of the event: nothing waits for it, nobody is told.
+    pub fn recorded_new(&self, api: &Api, s: &Stream, seq: u64) -> Result<()> {
+        if let Some(state) = self.record_at(api, s, seq)? {
+            state.store(RECORDED, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -183,19 +191,9 @@ impl Ev {
         seq: u64,
         woken: &mut Vec<Arc<Stream>>,
     ) -> Result<()> {
-        let Kind::Command {
-            end,
-            seq: at,
-            state,
-            ..
-        } = &self.kind
-        else {
+        let Some(state) = self.record_at(api, s, seq)? else {
             return Ok(());
         };
-        // SAFETY: a live event and stream of the current context.
-        let rc = unsafe { (api.cuEventRecord)(*end, s.raw) };
-        check(api, rc, "cuEventRecord")?;
-        at.store(seq, Ordering::Release);
         let later = self.settle(|| state.store(RECORDED, Ordering::Release));
         for (f, user) in later.callbacks {
             let p = Pending::new(self.clone(), f, user);
@@ -356,41 +354,64 @@ pub fn release(e: EventH) {
     }
 }
 
-/// The status of `ev` (see `backend::COMPLETE`).
-fn status_of(ev: &Ev) -> Result<i32> {
-    match &ev.kind {
-        Kind::Command {
-            end,
+impl Ev {
+    /// What is known of a command's end without asking the driver: held,
+    /// failed, or complete (itself, or a later command of its stream).
+    fn known_end(&self) -> Option<i32> {
+        let Kind::Command {
             stream,
             state,
             code,
             seq,
             ..
-        } => match state.load(Ordering::Acquire) {
-            HELD => Ok(SUBMITTED),
-            FAILED => Ok(code.load(Ordering::Acquire)),
-            DONE => Ok(COMPLETE),
-            _ => {
-                // A later command of the stream known done: so is this.
-                let seq = seq.load(Ordering::Acquire);
-                if stream.reached(seq) {
-                    state.store(DONE, Ordering::Release);
-                    return Ok(COMPLETE);
-                }
-                let api = api()?;
-                make_current(api, stream.dev.ctx)?;
-                // SAFETY: a live, recorded event.
-                Ok(match unsafe { (api.cuEventQuery)(*end) } {
-                    CUDA_SUCCESS => {
-                        state.store(DONE, Ordering::Release);
-                        stream.passed(seq);
-                        COMPLETE
-                    }
-                    CUDA_ERROR_NOT_READY => SUBMITTED,
-                    code => failure(code),
-                })
+        } = &self.kind
+        else {
+            return None;
+        };
+        match state.load(Ordering::Acquire) {
+            HELD => Some(SUBMITTED),
+            FAILED => Some(code.load(Ordering::Acquire)),
+            DONE => Some(COMPLETE),
+            _ if stream.reached(seq.load(Ordering::Acquire)) => {
+                state.store(DONE, Ordering::Release);
+                Some(COMPLETE)
             }
-        },
+            _ => None,
+        }
+    }
+
+    /// Notes that the driver saw the command end: so did every earlier
+    /// command of its stream.
+    fn ended_now(&self) {
+        if let Kind::Command {
+            stream, state, seq, ..
+        } = &self.kind
+        {
+            state.store(DONE, Ordering::Release);
+            stream.passed(seq.load(Ordering::Acquire));
+        }
+    }
+}
+
+/// The status of `ev` (see `backend::COMPLETE`).
+fn status_of(ev: &Ev) -> Result<i32> {
+    if let Some(st) = ev.known_end() {
+        return Ok(st);
+    }
+    match &ev.kind {
+        Kind::Command { end, stream, .. } => {
+            let api = api()?;
+            make_current(api, stream.dev.ctx)?;
+            // SAFETY: a live, recorded event.
+            Ok(match unsafe { (api.cuEventQuery)(*end) } {
+                CUDA_SUCCESS => {
+                    ev.ended_now();
+                    COMPLETE
+                }
+                CUDA_ERROR_NOT_READY => SUBMITTED,
+                code => failure(code),
+            })
+        }
         Kind::User { done } => Ok(if done.load(Ordering::Acquire) {
             COMPLETE
         } else {
@@ -421,32 +442,18 @@ pub fn wait(e: EventH) -> Result<i32> {
             SETTLED.1.wait(&mut g);
         }
     }
+    if let Some(st) = ev.known_end() {
+        // Resolved, so not held: complete, or its failure.
+        return Ok(st.min(0));
+    }
     match &ev.kind {
-        Kind::Command {
-            end,
-            stream,
-            state,
-            code,
-            seq,
-            ..
-        } => {
-            match state.load(Ordering::Acquire) {
-                FAILED => return Ok(code.load(Ordering::Acquire)),
-                DONE => return Ok(0),
-                _ => {}
-            }
-            let seq = seq.load(Ordering::Acquire);
-            if stream.reached(seq) {
-                state.store(DONE, Ordering::Release);
-                return Ok(0);
-            }
+        Kind::Command { end, stream, .. } => {
             let api = api()?;
             make_current(api, stream.dev.ctx)?;
             // SAFETY: a live, recorded event.
             Ok(match unsafe { (api.cuEventSynchronize)(*end) } {
                 CUDA_SUCCESS => {
-                    state.store(DONE, Ordering::Release);
-                    stream.passed(seq);
+                    ev.ended_now();
                     0
                 }
                 code => failure(code),
