@@ -172,9 +172,14 @@ static void fixed_sequence(syrah_queue *q, syrah_kernel *k, int rep) {
 
 static int open_kernel(setting *s, int i) {
   syrah_context *ctx = NULL;
-  if (syrah_queue_get_context(s->q[i], &ctx) != SYRAH_SUCCESS ||
-      syrah_program_create_from_source(ctx, kSource, NULL, &s->p[i]) != SYRAH_SUCCESS ||
-      syrah_kernel_create(s->p[i], "dag_step", &s->k[i]) != SYRAH_SUCCESS) {
+  int made = syrah_queue_get_context(s->q[i], &ctx) == SYRAH_SUCCESS &&
+             syrah_program_create_from_source(ctx, kSource, NULL, &s->p[i]) == SYRAH_SUCCESS &&
+             syrah_kernel_create(s->p[i], "dag_step", &s->k[i]) == SYRAH_SUCCESS;
+  /* The queue's context came with a reference of its own: without this,
+   * every setting's context outlived it, and a long stress run used up
+   * NVIDIA's OpenCL contexts. */
+  if (ctx) syrah_context_release(ctx);
+  if (!made) {
     T_FAIL("%s: kernel for queue %d: %s", s->name, i, syrah_last_error_message());
     return 0;
   }

@@ -83,6 +83,7 @@ static void workload(const syrah_device *d) {
   syrah_kernel_release(addv);
   syrah_program_release(prog);
   syrah_queue_release(q);
+  syrah_context_release(ctx);
 }
 
 /* The unsigned number after "key": in a record; `ok` cleared if absent. */
