@@ -57,7 +57,8 @@ typedef struct syrah_buffer syrah_buffer;
 typedef struct syrah_context syrah_context;
 
 /*
- One OpenCL device with everything Syrah needs to know about it.
+ One device (OpenCL's, or the CUDA back end's) with everything Syrah
+ needs to know about it.
  */
 typedef struct syrah_device syrah_device;
 

@@ -59,6 +59,12 @@ pub fn device_h(d: cl_device_id) -> DeviceH {
     DeviceH(d as usize)
 }
 
+/// The OpenCL device behind seam handle `d` (a device of an OpenCL
+/// platform).
+pub fn cl_device_of(d: DeviceH) -> cl_device_id {
+    d.0 as cl_device_id
+}
+
 /// The seam's handle for OpenCL context `c`.
 pub fn context_h(c: cl_context) -> ContextH {
     ContextH(c as usize)

@@ -44,7 +44,7 @@ impl Context {
                 let q = unsafe {
                     (api.clCreateCommandQueue)(
                         crate::opencl::handles::cl_context_of(self.raw),
-                        self.devices[0].id,
+                        crate::opencl::handles::cl_device_of(self.devices[0].id),
                         0,
                         &mut err,
                     )

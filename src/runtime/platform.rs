@@ -39,9 +39,12 @@ pub struct Platform {
     pub driver: &'static dyn crate::backend::Driver,
 }
 
-/// One OpenCL device with everything Syrah needs to know about it.
+/// One device (OpenCL's, or the CUDA back end's) with everything Syrah
+/// needs to know about it.
 pub struct Device {
-    pub id: cl_device_id,
+    /// The device as its back end names it: its `cl_device_id` on
+    /// OpenCL, its ordinal on CUDA.
+    pub id: crate::backend::DeviceH,
     pub platform_index: usize,
     pub index: usize,
     pub name: String,
@@ -107,7 +110,7 @@ unsafe impl Sync for Device {}
 impl Device {
     /// The device as the back-end seam names it.
     pub fn handle(&self) -> crate::backend::DeviceH {
-        crate::opencl::driver::device_h(self.id)
+        self.id
     }
 
     pub fn desc(&self, platform: &Platform) -> DeviceDesc {
@@ -385,7 +388,7 @@ fn load_device(
         .max(1)
     };
     Ok(Device {
-        id,
+        id: crate::opencl::handles::device_h(id),
         platform_index,
         index,
         name: info::device_string(api, id, CL_DEVICE_NAME)?,
@@ -498,8 +501,7 @@ fn cuda_device(
     let recording = std::env::var("SYRAH_COMMAND_BUFFER").map_or(true, |v| v != "off");
     let (major, minor) = info.capability;
     Device {
-        // The seam names a CUDA device by its ordinal.
-        id: info.ordinal as usize as crate::opencl::ffi::cl_device_id,
+        id: crate::backend::DeviceH(info.ordinal as usize),
         platform_index,
         index,
         name: info.name.clone(),

@@ -50,7 +50,7 @@ impl Stager {
         let queue = unsafe {
             (api.clCreateCommandQueue)(
                 crate::opencl::handles::cl_context_of(ctx.raw),
-                device.id,
+                crate::opencl::handles::cl_device_of(device.id),
                 props,
                 &mut err,
             )
