@@ -73,16 +73,6 @@ fn kern_of(k: KernelH) -> &'static Kern {
     unsafe { &*(k.0 as *const Kern) }
 }
 
-/// Waits for everything enqueued on `q` so far, held commands included
-/// (after a blocking command, outside its tail's lock).
-fn drain(q: QueueH) -> Result<()> {
-    stream_of(q).drain()
-}
-
-fn stream_of(q: QueueH) -> &'static Stream {
-    Stream::of(q)
-}
-
 impl Driver for Cuda {
     fn name(&self) -> &'static str {
         "CUDA"
@@ -144,7 +134,7 @@ impl Driver for Cuda {
         deps: &[Vec<usize>],
         nodes: &[RecNode<'_>],
     ) -> Result<(RecordH, Vec<CommandH>)> {
-        let s = stream_of(q);
+        let s = Stream::of(q);
         let mut plans = Vec::with_capacity(nodes.len());
         for n in nodes {
             plans.push(match *n {
@@ -177,7 +167,7 @@ impl Driver for Cuda {
         ev: &mut EventH,
     ) -> Result<bool> {
         let rec = graph::share(r);
-        command(q, waits, Some(ev), move |api, s| {
+        command(q, waits, Some(ev), move |api, s, _| {
             graph::launch(api, &rec, s.raw)
         })?;
         Ok(true)
@@ -210,7 +200,7 @@ impl Driver for Cuda {
             a
         };
         match of {
-            NativeOf::Queue(q) => stream_of(q).raw as usize,
+            NativeOf::Queue(q) => Stream::of(q).raw as usize,
             NativeOf::Context(c, d) => ctx_of(c).device(d.0 as i32).map_or(0, |x| x.ctx as usize),
             NativeOf::Device(d) => ORDINALS.get(d.0).map_or(0, |o| o as *const i32 as usize),
         }
@@ -244,12 +234,12 @@ impl Driver for Cuda {
     }
 
     fn finish(&self, q: QueueH) -> Result<()> {
-        drain(q)
+        Stream::of(q).drain()
     }
 
     fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH> {
         let mut ev = EventH::NONE;
-        command(q, waits, Some(&mut ev), |_, _| Ok(()))?;
+        command(q, waits, Some(&mut ev), |_, _, _| Ok(()))?;
         Ok(ev)
     }
 
@@ -471,12 +461,12 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         let (d, sr) = (addr(&dst), addr(&src));
-        let ready = events::all_ended(waits);
-        command(q, waits, ev, move |api, s| {
-            hostcopy::copy(api, s, d, sr, len, ready)
+        command(q, waits, ev, move |api, s, enq| {
+            hostcopy::copy(api, s, d, sr, len, enq)
         })?;
         if blocking {
-            drain(q)?;
+            // After a blocking command, outside its stream's tail lock.
+            Stream::of(q).drain()?;
         }
         Ok(())
     }
@@ -498,11 +488,12 @@ impl Driver for Cuda {
             slice: r.slice_pitch,
         };
         let (d, sr) = (rect(dst), rect(src));
-        command(q, waits, ev, move |api, s| {
-            hostcopy::copy_rect(api, s, d, sr, region)
+        command(q, waits, ev, move |api, s, enq| {
+            hostcopy::copy_rect(api, s, d, sr, region, enq.seq)
         })?;
         if blocking {
-            drain(q)?;
+            // After a blocking command, outside its stream's tail lock.
+            Stream::of(q).drain()?;
         }
         Ok(())
     }
@@ -519,7 +510,9 @@ impl Driver for Cuda {
     ) -> Result<()> {
         let dst = mem_of(m).ptr + offset as u64;
         let pattern = pattern.to_vec();
-        command(q, waits, ev, move |api, s| fill(api, s, dst, &pattern, len))
+        command(q, waits, ev, move |api, s, _| {
+            fill(api, s, dst, &pattern, len)
+        })
     }
 
     fn set_kernel_arg(
@@ -551,12 +544,12 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         let kern = kern_of(k);
-        let s = stream_of(q);
+        let s = Stream::of(q);
         let (f, args) = kern.prepare(s.dev.ordinal)?;
         let shape = shape_of(range, name)?;
         // The program stays loaded while the launch is held.
         let prog = kern.prog.clone();
-        command(q, waits, ev, move |api, s| {
+        command(q, waits, ev, move |api, s, _| {
             let list: smallvec::SmallVec<[Arg; 8]> = args.iter().map(|a| a.as_arg()).collect();
             let r = launch(api, &f, &list, shape, LaunchStream(s.raw));
             drop(prog);
@@ -580,9 +573,8 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        let ready = events::all_ended(waits);
-        command(q, waits, ev, move |api, s| {
-            hostcopy::copy(api, s, dst as u64, src as u64, size, ready)
+        command(q, waits, ev, move |api, s, enq| {
+            hostcopy::copy(api, s, dst as u64, src as u64, size, enq)
         })
     }
 
@@ -597,7 +589,7 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         let pattern = pattern.to_vec();
-        command(q, waits, ev, move |api, s| {
+        command(q, waits, ev, move |api, s, _| {
             fill(api, s, dst as u64, &pattern, size)
         })
     }
@@ -619,7 +611,7 @@ impl Driver for Cuda {
         if kind != Some(AllocKind::Shared) {
             return Ok(false);
         }
-        command(q, waits, Some(ev), move |api, s| {
+        command(q, waits, Some(ev), move |api, s, _| {
             let to = MemLocation {
                 kind: CU_MEM_LOCATION_TYPE_DEVICE,
                 id: s.dev.ordinal,
@@ -652,7 +644,7 @@ impl Driver for Cuda {
         if !shared || !(1..=6).contains(&advice) {
             return Ok(false);
         }
-        command(q, waits, Some(ev), move |api, s| {
+        command(q, waits, Some(ev), move |api, s, _| {
             let at = MemLocation {
                 kind: CU_MEM_LOCATION_TYPE_DEVICE,
                 id: s.dev.ordinal,

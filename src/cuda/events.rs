@@ -380,6 +380,12 @@ impl Ev {
         }
     }
 
+    /// Whether it has ended, completed or failed (asking the driver when
+    /// that is not known yet).
+    pub fn ended(&self) -> bool {
+        status_of(self).is_ok_and(|st| st <= COMPLETE)
+    }
+
     /// Notes that the driver saw the command end: so did every earlier
     /// command of its stream.
     fn ended_now(&self) {
@@ -423,14 +429,6 @@ fn status_of(ev: &Ev) -> Result<i32> {
 /// The status of `e` (see `backend::COMPLETE`).
 pub fn status(e: EventH) -> Result<i32> {
     status_of(of(e))
-}
-
-/// Whether every event of `waits` has ended (asking the driver for those
-/// not known to have).
-pub fn all_ended(waits: &[EventH]) -> bool {
-    waits
-        .iter()
-        .all(|w| status(*w).is_ok_and(|st| st <= COMPLETE))
 }
 
 /// Waits for `e`: 0, or its failure status.

@@ -13,7 +13,31 @@ use std::sync::Arc;
 
 /// What a held command does once its turn comes: enqueue itself on the
 /// stream given (current).
-pub type Body = Box<dyn FnOnce(&Api, &Stream) -> Result<()> + Send>;
+pub type Body = Box<dyn FnOnce(&Api, &Stream, &Enq) -> Result<()> + Send>;
+
+/// What a command's body is told of its enqueue.
+pub struct Enq<'a> {
+    /// Its place in its stream's order.
+    pub seq: u64,
+    waits: Waits<'a>,
+}
+
+/// What a command waits for: the caller's events, or a held command's.
+enum Waits<'a> {
+    Direct(&'a [EventH]),
+    Held(&'a [Arc<Ev>]),
+}
+
+impl Enq<'_> {
+    /// Whether everything the command waits for has completed; the driver
+    /// is asked only when a body needs to know.
+    pub fn waits_ended(&self) -> bool {
+        match self.waits {
+            Waits::Direct(w) => w.iter().all(|e| events::of(*e).ended()),
+            Waits::Held(w) => w.iter().all(|e| e.ended()),
+        }
+    }
+}
 
 /// A held command.
 struct Job {
@@ -35,7 +59,11 @@ impl Held for Job {
             done = e.start(api, s);
         }
         if done.is_ok() {
-            done = body(api, s);
+            let enq = Enq {
+                seq,
+                waits: Waits::Held(&waits),
+            };
+            done = body(api, s, &enq);
         }
         let Some(e) = ev else { return };
         if done.is_ok() {
@@ -84,7 +112,7 @@ pub fn hold(
 /// (see above) and its failures are its event's.
 pub fn command<F>(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, body: F) -> Result<()>
 where
-    F: FnOnce(&Api, &Stream) -> Result<()> + Send + 'static,
+    F: FnOnce(&Api, &Stream, &Enq) -> Result<()> + Send + 'static,
 {
     let api = api()?;
     let s = Stream::of(q);
@@ -103,16 +131,19 @@ where
     // Counted whatever happens: a failed body may have enqueued part.
     tail.count += 1;
     let seq = tail.count;
-    s.enqueuing(seq);
     for w in waits {
         events::of(*w).wait_on(api, s.raw)?;
     }
+    let enq = Enq {
+        seq,
+        waits: Waits::Direct(waits),
+    };
     let Some(slot) = ev else {
-        return body(api, s);
+        return body(api, s, &enq);
     };
     let e = Ev::command(api, &Stream::shared(q))?;
     e.start(api, s)?;
-    body(api, s)?;
+    body(api, s, &enq)?;
     e.recorded_new(api, s, seq)?;
     *slot = events::handle(e);
     Ok(())

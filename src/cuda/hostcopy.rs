@@ -12,6 +12,7 @@
 //! into a bounce block, which goes back once an event after the copy has
 //! passed: no host function holds up the stream.
 
+use super::hold::Enq;
 use super::loader::{
     check, Api, CUdeviceptr, CUevent, Memcpy2D, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
     CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_UNIFIED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -76,7 +77,7 @@ static FREE: Mutex<Vec<Block>> = Mutex::new(Vec::new());
 
 /// A bounce block still read by a copy: free once `done` (an event of
 /// context `ctx`, recorded after the copy) has passed.
-struct Pending {
+struct InUse {
     block: Block,
     done: CUevent,
     ctx: usize,
@@ -84,20 +85,20 @@ struct Pending {
 
 // SAFETY: the event is an opaque CUDA handle, used only with its context
 // current.
-unsafe impl Send for Pending {}
+unsafe impl Send for InUse {}
 
-static PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
+static IN_USE: Mutex<Vec<InUse>> = Mutex::new(Vec::new());
 
 /// Moves the blocks of `s`'s context whose copies have ended to `FREE`.
 fn reclaim(api: &Api, s: &Stream) {
     let ctx = s.dev.ctx as usize;
-    let mut pending = PENDING.lock();
+    let mut in_use = IN_USE.lock();
     let mut i = 0;
-    while i < pending.len() {
-        let p = &pending[i];
+    while i < in_use.len() {
+        let p = &in_use[i];
         // SAFETY: a live event of the current context.
         if p.ctx == ctx && unsafe { (api.cuEventQuery)(p.done) } == CUDA_SUCCESS {
-            let p = pending.swap_remove(i);
+            let p = in_use.swap_remove(i);
             // SAFETY: made in `release_after`, destroyed once.
             unsafe { (api.cuEventDestroy)(p.done) };
             FREE.lock().push(p.block);
@@ -121,7 +122,7 @@ fn release_after(api: &Api, s: &Stream, b: Block) -> Result<()> {
         unsafe { (api.cuEventDestroy)(done) };
         return host_step(api, s, Step::Nothing, Some(b));
     }
-    PENDING.lock().push(Pending {
+    IN_USE.lock().push(InUse {
         block: b,
         done,
         ctx: s.dev.ctx as usize,
@@ -130,7 +131,7 @@ fn release_after(api: &Api, s: &Stream, b: Block) -> Result<()> {
 }
 
 fn take(api: &Api, s: &Stream, len: usize) -> Result<Block> {
-    if !PENDING.lock().is_empty() {
+    if !IN_USE.lock().is_empty() {
         reclaim(api, s);
     }
     {
@@ -256,16 +257,15 @@ fn read_now(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<()>
     r
 }
 
-/// Enqueues a copy of `len` bytes from `src` to `dst` on `s`, the
-/// command `s` is enqueuing. `ready`: what the command waits for has
-/// completed.
-pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize, ready: bool) -> Result<()> {
+/// Enqueues a copy of `len` bytes from `src` to `dst` on `s`, as the
+/// command `enq` tells of.
+pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize, enq: &Enq) -> Result<()> {
     if len == 0 {
         return Ok(());
     }
     let (hd, hs) = (is_pageable(api, dst), is_pageable(api, src));
     if hd {
-        s.writes_host();
+        s.writes_host(enq.seq);
     }
     // Up to this size, a copy from ordinary memory is read at once into a
     // bounce block even where CUDA's own copy would be in order: the host
@@ -273,7 +273,7 @@ pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize, ready: bool) 
     // staging (measured on an H100: 256 KiB inputs of a matrix multiply).
     const READ_NOW_UP_TO: usize = 256 * 1024;
     let settled = hd != hs && settled(api, s);
-    if !hd && hs && (len <= READ_NOW_UP_TO || !settled) && ready && s.host_written() {
+    if !hd && hs && (len <= READ_NOW_UP_TO || !settled) && s.host_written() && enq.waits_ended() {
         return read_now(api, s, dst, src, len);
     }
     if settled {
@@ -332,15 +332,22 @@ fn device_rect(api: &Api, s: &Stream, dst: &Rect, src: &Rect, region: [usize; 3]
 }
 
 /// Enqueues a copy of `region` (bytes, rows, slices) from `src` to `dst`
-/// on `s`.
-pub fn copy_rect(api: &Api, s: &Stream, dst: Rect, src: Rect, region: [usize; 3]) -> Result<()> {
+/// on `s`, as command `seq` of it.
+pub fn copy_rect(
+    api: &Api,
+    s: &Stream,
+    dst: Rect,
+    src: Rect,
+    region: [usize; 3],
+    seq: u64,
+) -> Result<()> {
     let total = region[0] * region[1] * region[2];
     if total == 0 {
         return Ok(());
     }
     let (hd, hs) = (is_pageable(api, dst.base), is_pageable(api, src.base));
     if hd {
-        s.writes_host();
+        s.writes_host(seq);
     }
     match (hd, hs) {
         (false, false) => device_rect(api, s, &dst, &src, region),

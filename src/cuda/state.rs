@@ -135,8 +135,6 @@ pub struct Stream {
     /// The latest command (by `Tail::count`) known to have completed:
     /// the stream runs its commands in order, so all before it have too.
     done: AtomicU64,
-    /// The command being enqueued (its `Tail::count`).
-    current: AtomicU64,
     /// The latest command that writes ordinary host memory.
     host_writes: AtomicU64,
 }
@@ -203,7 +201,6 @@ impl Stream {
             tail: Mutex::new(Tail::default()),
             drained: Condvar::new(),
             done: AtomicU64::new(0),
-            current: AtomicU64::new(0),
             host_writes: AtomicU64::new(0),
         };
         if timed {
@@ -233,15 +230,9 @@ impl Stream {
         self.done.fetch_max(seq, Ordering::AcqRel);
     }
 
-    /// Notes that command `seq` is being enqueued (its tail held).
-    pub fn enqueuing(&self, seq: u64) {
-        self.current.store(seq, Ordering::Release);
-    }
-
-    /// Notes that the command being enqueued writes ordinary host memory.
-    pub fn writes_host(&self) {
-        self.host_writes
-            .fetch_max(self.current.load(Ordering::Acquire), Ordering::AcqRel);
+    /// Notes that command `seq` writes ordinary host memory.
+    pub fn writes_host(&self, seq: u64) {
+        self.host_writes.fetch_max(seq, Ordering::AcqRel);
     }
 
     /// Whether every command before the one being enqueued that writes
@@ -265,7 +256,6 @@ impl Stream {
                 let Some(h) = t.held.pop_front() else { break };
                 t.count += 1;
                 let seq = t.count;
-                s.enqueuing(seq);
                 h.run(api, &s, seq, &mut work);
             }
             if t.held.is_empty() {
