@@ -212,6 +212,35 @@ pub fn default_score(d: &DeviceDesc) -> i32 {
     kind + i32::from(d.preferred)
 }
 
+/// Which NVIDIA GPUs the CUDA back end lists, from `SYRAH_CUDA`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CudaListing {
+    /// None (`off`).
+    Off,
+    /// Those NVIDIA's OpenCL lists too, whose compiler builds OpenCL C
+    /// for them (unset, `auto`).
+    Paired,
+    /// All of them, those without an OpenCL twin building from PTX only
+    /// (`on`).
+    All,
+}
+
+/// `SYRAH_CUDA`'s value as a listing, with a message for a value that is
+/// not one (the default is used then).
+pub fn cuda_listing(setting: Option<&str>) -> (CudaListing, Option<String>) {
+    match setting {
+        None | Some("") | Some("auto") => (CudaListing::Paired, None),
+        Some("off") | Some("0") => (CudaListing::Off, None),
+        Some("on") | Some("1") => (CudaListing::All, None),
+        Some(other) => (
+            CudaListing::Paired,
+            Some(format!(
+                "SYRAH_CUDA={other:?} is not one of auto, on, off, 1, 0: using the default (auto)"
+            )),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +326,19 @@ mod tests {
         let pick_in = |spec: &str| Selection::parse(spec)?.select(&m);
         assert_eq!(pick_in("default"), Ok(3));
         assert_eq!(pick_in("cpu"), Ok(4));
+    }
+
+    #[test]
+    fn cuda_settings_and_a_bad_one_named() {
+        assert_eq!(cuda_listing(None), (CudaListing::Paired, None));
+        assert_eq!(cuda_listing(Some("auto")), (CudaListing::Paired, None));
+        assert_eq!(cuda_listing(Some("off")), (CudaListing::Off, None));
+        assert_eq!(cuda_listing(Some("0")), (CudaListing::Off, None));
+        assert_eq!(cuda_listing(Some("on")), (CudaListing::All, None));
+        let (l, msg) = cuda_listing(Some("yes"));
+        assert_eq!(l, CudaListing::Paired);
+        let msg = msg.unwrap_or_default();
+        assert!(msg.contains("SYRAH_CUDA=\"yes\""), "{msg}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::core::aspects::{
 };
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::Limits;
-use crate::core::selector::{DeviceDesc, DeviceKind};
+use crate::core::selector::{cuda_listing, CudaListing, DeviceDesc, DeviceKind};
 use crate::cuda::devices::{list, DeviceInfo};
 use crate::cuda::driver::Cuda;
 use crate::opencl::cmdbuf::{
@@ -191,8 +191,9 @@ fn discover() -> Result<Runtime> {
             platforms.push(p);
         }
     }
-    if let Some(all) = cuda_wanted() {
-        if let Some(p) = cuda_platform(platforms.len(), &platforms, all) {
+    let listing = cuda_wanted();
+    if listing != CudaListing::Off {
+        if let Some(p) = cuda_platform(platforms.len(), &platforms, listing) {
             platforms.push(p);
         }
     }
@@ -425,25 +426,37 @@ fn load_device(
     })
 }
 
-/// Which GPUs the CUDA platform lists (where `libcuda.so.1` loads): each
-/// is paired with the same GPU on NVIDIA's OpenCL platform, whose compiler
-/// turns OpenCL C into the PTX the CUDA back end loads. `SYRAH_CUDA=off`:
-/// none (`None`); `on`: all (`Some(true)`), those without a twin building
-/// from PTX only; otherwise those with a twin (`Some(false)`).
-fn cuda_wanted() -> Option<bool> {
-    match std::env::var("SYRAH_CUDA").as_deref() {
-        Ok("off") => None,
-        Ok("on") => Some(true),
-        _ => Some(false),
+/// Which GPUs the CUDA platform lists (see `CudaListing`): each is
+/// paired with the same GPU on NVIDIA's OpenCL platform, whose compiler
+/// turns OpenCL C into the PTX the CUDA back end loads. A bad
+/// `SYRAH_CUDA` is reported once on standard error.
+fn cuda_wanted() -> CudaListing {
+    let (listing, bad) = cuda_listing(std::env::var("SYRAH_CUDA").ok().as_deref());
+    if let Some(msg) = bad {
+        eprintln!("syrah: {msg}");
     }
+    listing
 }
 
 /// The CUDA platform, numbered `index`, with each device's OpenCL twin
 /// found among `opencl` (the platforms found before it), and devices
-/// without one only when `all`; `None` where the CUDA driver is missing or
-/// leaves no device.
-fn cuda_platform(index: usize, opencl: &[Platform], all: bool) -> Option<Platform> {
-    let infos = list().ok()?;
+/// without one only when `listing` is `All`; `None` where the CUDA driver
+/// is missing (said on standard error when `SYRAH_CUDA=on` asked for it)
+/// or leaves no device.
+fn cuda_platform(index: usize, opencl: &[Platform], listing: CudaListing) -> Option<Platform> {
+    let all = listing == CudaListing::All;
+    let infos = match list() {
+        Ok(i) => i,
+        Err(e) => {
+            if all {
+                eprintln!(
+                    "syrah: SYRAH_CUDA=on, but the CUDA back end lists no device: {}",
+                    e.message
+                );
+            }
+            return None;
+        }
+    };
     let version = format!("CUDA {}", infos.first()?.driver_version);
     let mut taken = Vec::new();
     let mut paired = Vec::new();
