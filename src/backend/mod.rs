@@ -200,6 +200,12 @@ pub trait Driver: Send + Sync {
     /// The back end's name, for messages.
     fn name(&self) -> &'static str;
 
+    /// Whether the default selector picks this back end's device of a
+    /// GPU over the same GPU through another back end.
+    fn preferred(&self) -> bool {
+        false
+    }
+
     /// The name of failure status `code` of one of this back end's
     /// events (OpenCL's names by default).
     fn failure_name(&self, code: i32) -> String {

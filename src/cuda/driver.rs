@@ -78,6 +78,11 @@ impl Driver for Cuda {
         "CUDA"
     }
 
+    /// It launches kernels and replays graphs faster than NVIDIA's OpenCL.
+    fn preferred(&self) -> bool {
+        true
+    }
+
     /// CUDA's name for the error that ended the command.
     fn failure_name(&self, code: i32) -> String {
         match (events::cuda_code(code), api()) {

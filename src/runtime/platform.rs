@@ -122,9 +122,7 @@ impl Device {
             device_name: self.name.clone(),
             device_vendor: self.vendor.clone(),
             kind: self.kind,
-            // The CUDA back end drives a GPU faster than NVIDIA's OpenCL
-            // (launches, graphs), so its device of that GPU comes first.
-            preferred: platform.driver.name() == "CUDA",
+            preferred: platform.driver.preferred(),
         }
     }
 
