@@ -269,15 +269,21 @@ pub trait Driver: Send + Sync {
         ))
     }
 
-    /// Enqueues recording `r` on `q` after `waits`, its event to `ev`.
-    /// `Ok(false)`: the back end refused it while an earlier enqueue of it
-    /// is pending, and enqueued nothing.
+    /// Whether a recording may be enqueued on any queue of its device,
+    /// not only on the one it was recorded for.
+    fn recordings_run_anywhere(&self) -> bool {
+        false
+    }
+
+    /// Enqueues recording `r` on `q` after `waits`, its event to `ev` when
+    /// one is asked for. `Ok(false)`: the back end refused it while an
+    /// earlier enqueue of it is pending, and enqueued nothing.
     fn enqueue_recorded(
         &self,
         r: RecordH,
         q: QueueH,
         waits: &[EventH],
-        ev: &mut EventH,
+        ev: Option<&mut EventH>,
     ) -> Result<bool> {
         let _ = (r, q, waits, ev);
         Ok(false)

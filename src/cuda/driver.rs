@@ -169,13 +169,17 @@ impl Driver for Cuda {
         r: RecordH,
         q: QueueH,
         waits: &[EventH],
-        ev: &mut EventH,
+        ev: Option<&mut EventH>,
     ) -> Result<bool> {
         let rec = graph::share(r);
-        command(q, waits, Some(ev), move |api, s, _| {
+        command(q, waits, ev, move |api, s, _| {
             graph::launch(api, &rec, s.raw)
         })?;
         Ok(true)
+    }
+
+    fn recordings_run_anywhere(&self) -> bool {
+        true
     }
 
     fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {

@@ -154,12 +154,18 @@ impl Driver for OpenCl {
         r: RecordH,
         _q: QueueH,
         waits: &[EventH],
-        ev: &mut EventH,
+        ev: Option<&mut EventH>,
     ) -> Result<bool> {
-        match &self.cmdbuf {
-            Some(fns) => super::record::enqueue(fns, r, waits, ev),
-            None => Ok(false),
+        let Some(fns) = &self.cmdbuf else {
+            return Ok(false);
+        };
+        let mut own = EventH::NONE;
+        let quiet = ev.is_none();
+        let done = super::record::enqueue(fns, r, waits, ev.unwrap_or(&mut own));
+        if quiet {
+            self.release_event(own);
         }
+        done
     }
 
     fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {

@@ -11,9 +11,8 @@
 
 use crate::backend::{ArgSet, CommandH, Driver, RecordH};
 use crate::core::error::Result;
-use crate::runtime::event::Event;
 use crate::runtime::launch::Arg;
-use std::sync::Arc;
+use crate::runtime::queue::Submitted;
 
 /// Copies recorded at most.
 const COPIES: usize = 8;
@@ -21,8 +20,9 @@ const COPIES: usize = 8;
 /// One recorded command-buffer.
 struct Copy {
     cb: RecordH,
-    /// The end event of its last enqueue.
-    end: Option<Arc<Event>>,
+    /// The end of its last enqueue: its event, or its place on a lane of
+    /// the queue.
+    end: Option<Submitted>,
     /// Node `i`'s command for updates (none where it has none); empty
     /// when the recording takes no updates.
     handles: Vec<CommandH>,
@@ -32,9 +32,11 @@ impl Copy {
     /// Whether its last enqueue is known to have ended (asking the event
     /// when `ask`).
     fn free(&self, ask: bool) -> bool {
-        self.end
-            .as_ref()
-            .is_none_or(|e| e.known_done() || (ask && e.is_done()))
+        match &self.end {
+            None => true,
+            Some(Submitted::Event(e)) => e.known_done() || (ask && e.is_done()),
+            Some(Submitted::Quiet(p)) => ask && p.is_done(),
+        }
     }
 }
 
@@ -158,6 +160,13 @@ impl Pool {
     }
 
     /// The driver refused to enqueue a pending command-buffer.
+    /// Whether [`Pool::take`] would give a copy of a recording made for
+    /// simultaneous use, rather than leave this submission to a replay of
+    /// the nodes.
+    pub(crate) fn gives_copy(&self) -> bool {
+        !(self.copies.is_empty() && self.replay_next)
+    }
+
     pub(crate) fn refused_pending(&mut self) {
         self.no_reuse = true;
     }
@@ -172,8 +181,8 @@ impl Pool {
         self.next = i + 1;
     }
 
-    /// Gives the copy enqueued last the end event of that enqueue.
-    pub(crate) fn ran_last(&mut self, end: Arc<Event>) {
+    /// Gives the copy enqueued last the end of that enqueue.
+    pub(crate) fn ran_last(&mut self, end: Submitted) {
         if let Some(c) = self.last.take().and_then(|i| self.copies.get_mut(i)) {
             c.end = Some(end);
         }

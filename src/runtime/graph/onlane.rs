@@ -1,15 +1,17 @@
-//! Submitting a graph whose nodes are all ones the graph enqueues itself
-//! (kernels, USM copies and fills), on one lane of its plan (a chain), as
-//! one command of the queue's own: they go onto a lane of the queue one
-//! after another,
-//! the first waiting for what the submission waits for and the last giving
-//! the event if one is wanted, so that the queue's order, its accounting
-//! of commands without events and the buffers' trackers treat the whole
-//! graph as one launch, and a submission makes no event of its own.
+//! Submitting a graph as one command of the queue's own: a graph whose
+//! nodes are all ones the graph enqueues itself (kernels, USM copies and
+//! fills), on one lane of its plan (a chain), goes onto a lane of the
+//! queue one node after another, the first waiting for what the
+//! submission waits for and the last giving the event if one is wanted;
+//! a graph recorded by a back end whose recordings run on any of its
+//! queues goes there as its recording. Either way the queue's order, its
+//! accounting of commands without events and the buffers' trackers treat
+//! the whole graph as one launch, and a submission makes no event of its
+//! own.
 
 use super::exec::{ExecGraph, Last};
 use super::managed;
-use crate::core::error::Result;
+use crate::core::error::{Error, Result, Status};
 use crate::core::graph::NodeKind;
 use crate::runtime::buffer::{held_storages, Deps};
 use crate::runtime::event::Event;
@@ -78,5 +80,70 @@ impl ExecGraph {
         q.commit_submitted(&buffers.prepared, &done);
         *turn = Some(Last::Queue(done.clone()));
         Ok(done)
+    }
+
+    /// Whether the graph's recording may go onto a lane of any queue of
+    /// its device, again while pending.
+    pub(crate) fn recording_goes_anywhere(&self) -> bool {
+        self.graph.device.command_buffer_simultaneous
+            && self.graph.ctx.platform.driver.recordings_run_anywhere()
+    }
+
+    /// Submits the graph's recording as one command of `q` (see the
+    /// module); `None` (nothing submitted) when no copy of the recording
+    /// is current, for the caller to replay the nodes instead.
+    pub(crate) fn submit_recorded_on_lane(
+        self: &Arc<Self>,
+        q: &Arc<Queue>,
+        deps: &[Arc<Event>],
+        want_event: bool,
+    ) -> Result<Option<Submitted>> {
+        let g = &self.graph;
+        // Arguments change only under `turn`, and with them the copies.
+        let mut turn = self.turn.lock();
+        if !self.pool.lock().gives_copy() {
+            return Ok(None);
+        }
+        let mut waits: Deps = deps.iter().cloned().collect();
+        let mut on_lanes = LanePositions::new();
+        match turn.as_ref() {
+            Some(Last::Own(e)) if !e.known_done() => waits.push(e.clone()),
+            Some(Last::Queue(Submitted::Event(e))) if !e.known_done() => waits.push(e.clone()),
+            Some(Last::Queue(Submitted::Quiet(p))) => on_lanes.push(p.clone()),
+            _ => {}
+        }
+        let buffers = managed::prepare(g, &self.managed, q, &mut waits, Some(&mut on_lanes))?;
+        self.point_accessors(&buffers.bases)?;
+        let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
+        let mut keep = vec![Held::Any(Box::new(self.clone()))];
+        if !buffers.prepared.is_empty() {
+            keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
+        }
+        let timing = self.choosing();
+        let started = std::time::Instant::now();
+        let done = q.submit_quiet(
+            &waits,
+            &on_lanes,
+            self.what.clone(),
+            Some(Held::List(keep)),
+            want,
+            |lane, wl, ev| {
+                if self.enqueue_recording(lane, wl, ev)? {
+                    return Ok(());
+                }
+                Err(Error::new(
+                    Status::Internal,
+                    format!("{}: the back end refused its recording", self.what),
+                ))
+            },
+        )?;
+        if timing {
+            let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+            self.chooser.lock().record(true, ns);
+        }
+        self.pool.lock().ran_last(done.clone());
+        q.commit_submitted(&buffers.prepared, &done);
+        *turn = Some(Last::Queue(done.clone()));
+        Ok(Some(done))
     }
 }

@@ -6,7 +6,7 @@
 use super::exec::{args_of, Backend, ExecGraph, Last};
 use super::managed;
 use super::{Action, Node};
-use crate::backend::{EventH, RecNode};
+use crate::backend::{EventH, QueueH, RecNode};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::resolve_empty;
 use crate::core::graph::{NodeKind, PlanNode};
@@ -100,6 +100,11 @@ impl ExecGraph {
         if self.one_lane && !use_buffer {
             return self.submit_on_lane(q, deps, want_event);
         }
+        if use_buffer && self.recording_goes_anywhere() {
+            if let Some(done) = self.submit_recorded_on_lane(q, deps, want_event)? {
+                return Ok(done);
+            }
+        }
         let mut turn = self.turn.lock();
         let mut ext: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         // The managed buffers' one access each: what conflicts with it
@@ -162,7 +167,7 @@ impl ExecGraph {
             Weak::<()>::new(),
         );
         if buffered.is_some() {
-            self.pool.lock().ran_last(end.clone());
+            self.pool.lock().ran_last(Submitted::Event(end.clone()));
         }
         q.commit_submitted(&buffers.prepared, &Submitted::Event(end.clone()));
         let mut keep = vec![Held::Any(Box::new(self.clone()))];
@@ -187,6 +192,20 @@ impl ExecGraph {
     /// `None` when every copy is pending and the back end cannot take a
     /// pending one again.
     fn replay_command_buffer(&self, wl: &[EventH]) -> Result<Option<EventH>> {
+        let mut ev = EventH::NONE;
+        let done = self.enqueue_recording(self.lanes[0], wl, Some(&mut ev))?;
+        Ok(done.then_some(ev))
+    }
+
+    /// Enqueues the graph's recording on `lane` after `wl`, its event to
+    /// `ev` when one is asked for; `false` (nothing enqueued) when every
+    /// copy is pending and the back end cannot take a pending one again.
+    pub(crate) fn enqueue_recording(
+        &self,
+        lane: QueueH,
+        wl: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<bool> {
         let driver = self.graph.ctx.platform.driver;
         let kernels = self.kernels.lock();
         let sim = self.graph.device.command_buffer_simultaneous;
@@ -215,13 +234,12 @@ impl ExecGraph {
         };
         let mut pool = self.pool.lock();
         let Some((i, pending)) = pool.take(driver, sim, record)? else {
-            return Ok(None);
+            return Ok(false);
         };
-        let mut ev = EventH::NONE;
-        if !driver.enqueue_recorded(pool.get(i), self.lanes[0], wl, &mut ev)? {
+        if !driver.enqueue_recorded(pool.get(i), lane, wl, ev)? {
             if pending {
                 pool.refused_pending();
-                return Ok(None);
+                return Ok(false);
             }
             return Err(Error::new(
                 Status::Opencl,
@@ -229,7 +247,7 @@ impl ExecGraph {
             ));
         }
         pool.set_last(i);
-        Ok(Some(ev))
+        Ok(true)
     }
 
     /// Replays the nodes by the plan; returns the end marker's event and
