@@ -254,7 +254,9 @@ impl Queue {
                     .collect();
                 enqueue(lane.handle, &wl, None)?;
                 lane.seq += 1;
-                lane.quiet_keep.extend(keep);
+                if let Some(k) = keep {
+                    keep_once(&mut lane.quiet_keep, k);
+                }
                 for d in all.into_iter().filter(|d| d.passes_failure_on()) {
                     if !lane.quiet_deps.iter().any(|q| Arc::ptr_eq(q, &d)) {
                         lane.quiet_deps.push(d);
@@ -509,5 +511,58 @@ impl Queue {
         };
         self.track(ev.clone(), keep);
         Ok(ev)
+    }
+}
+
+/// Adds what a command without an event keeps to what its lane keeps,
+/// unless the command before kept the very same storages: one reference
+/// keeps them alive until the marker that stands for both (a chain of
+/// commands on one buffer keeps one entry, not one per command).
+fn keep_once(list: &mut Vec<Held>, k: Held) {
+    if let (Some(Held::Storages(last)), Held::Storages(new)) = (list.last(), &k) {
+        let same = last.len() == new.len()
+            && last
+                .iter()
+                .zip(new.iter())
+                .all(|(a, b)| std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)));
+        if same {
+            return;
+        }
+    }
+    list.push(k);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::any::Any;
+
+    fn storages(of: &[&Arc<u32>]) -> Held {
+        Held::Storages(
+            of.iter()
+                .map(|a| (*a).clone() as Arc<dyn Any + Send + Sync>)
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_chain_on_the_same_storages_keeps_one_entry() {
+        let (a, b) = (Arc::new(1u32), Arc::new(2u32));
+        let mut list = Vec::new();
+        keep_once(&mut list, storages(&[&a]));
+        keep_once(&mut list, storages(&[&a]));
+        assert_eq!(list.len(), 1);
+        // One reference for the list, one here.
+        assert_eq!(Arc::strong_count(&a), 2);
+        keep_once(&mut list, storages(&[&a, &b]));
+        keep_once(&mut list, storages(&[&b, &a]));
+        keep_once(&mut list, storages(&[&b]));
+        keep_once(&mut list, Held::Any(Box::new(7u8)));
+        keep_once(&mut list, storages(&[&b]));
+        assert_eq!(list.len(), 6);
+        assert_eq!(Arc::strong_count(&a), 4);
+        assert_eq!(Arc::strong_count(&b), 5);
+        drop(list);
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 1));
     }
 }
