@@ -198,7 +198,9 @@ pub fn local_layout(entry: &Entry, args: &[Arg]) -> Result<(Words, usize)> {
                     b.len()
                 )))
             }
-            (Param::Pointer, Arg::Pointer(_)) => offsets.push(0),
+            // PTX declares a pointer as a 64-bit value unless it marks it
+            // `.ptr`: such a parameter takes a device address too.
+            (Param::Pointer | Param::Value(8), Arg::Pointer(_)) => offsets.push(0),
             (Param::Local(align), Arg::Local(size)) if *size > 0 => {
                 let at = end.next_multiple_of((*align).max(1));
                 offsets.push(at as u64);
@@ -407,6 +409,24 @@ mod tests {
                 Status::KernelArguments,
                 "kernel k argument 0: takes Pointer, was given Local(4)".into()
             ))
+        );
+    }
+
+    #[test]
+    fn a_64_bit_value_parameter_takes_a_device_address() {
+        // `.param .u64 p` in PTX given directly: a pointer without `.ptr`.
+        let e = Entry {
+            name: "k".into(),
+            params: vec![Param::Value(8), Param::Value(4)],
+        };
+        let four = 7u32.to_ne_bytes();
+        let got = local_layout(&e, &[Arg::Pointer(0x1000), Arg::Bytes(&four)])
+            .map(|(o, n)| (o.to_vec(), n));
+        assert_eq!(got.map_err(|e| e.message), Ok((vec![0, 0], 0)));
+        let narrow = local_layout(&e, &[Arg::Pointer(0x1000), Arg::Pointer(0x2000)]);
+        assert_eq!(
+            narrow.err().map(|e| e.message),
+            Some("kernel k argument 1: takes Value(4), was given Pointer(8192)".into())
         );
     }
 }
