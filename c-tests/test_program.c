@@ -406,8 +406,75 @@ static void test_launch(const syrah_device *d) {
   syrah_context_release(ctx);
 }
 
+/* PTX given directly, on the CUDA back end: a kernel whose pointer
+ * parameter is a plain .u64 (as hand-written PTX and nvcc declare it) takes
+ * a USM pointer, and a launch runs it over exactly its range. */
+static const char kPtx[] = ".version 7.0\n"
+                           ".target sm_50\n"
+                           ".address_size 64\n"
+                           ".visible .entry add_index(.param .u64 p, .param .u32 k)\n"
+                           "{\n"
+                           "  .reg .b32 %r<8>;\n"
+                           "  .reg .b64 %rd<5>;\n"
+                           "  ld.param.u64 %rd1, [p];\n"
+                           "  ld.param.u32 %r6, [k];\n"
+                           "  cvta.to.global.u64 %rd2, %rd1;\n"
+                           "  mov.u32 %r1, %ctaid.x;\n"
+                           "  mov.u32 %r2, %ntid.x;\n"
+                           "  mov.u32 %r3, %tid.x;\n"
+                           "  mad.lo.s32 %r4, %r1, %r2, %r3;\n"
+                           "  mul.wide.s32 %rd3, %r4, 4;\n"
+                           "  add.s64 %rd4, %rd2, %rd3;\n"
+                           "  ld.global.u32 %r5, [%rd4];\n"
+                           "  mad.lo.s32 %r5, %r4, %r6, %r5;\n"
+                           "  st.global.u32 [%rd4], %r5;\n"
+                           "  ret;\n"
+                           "}\n";
+
+static void test_ptx(const syrah_device *d) {
+  enum { N = 256 };
+  uint64_t backend = 0;
+  syrah_queue *q = NULL;
+  syrah_context *ctx = NULL;
+  syrah_program *p = NULL;
+  syrah_kernel *k = NULL;
+  int *mem = NULL, host[N], i, wrong = 0, three = 3;
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_nd_range_1d(N, 64);
+  if (syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BACKEND, &backend) != SYRAH_SUCCESS ||
+      backend != SYRAH_BACKEND_CUDA) {
+    t_skip("PTX given directly", "only devices of the CUDA back end take PTX");
+    return;
+  }
+  REQUIRE_OK(syrah_queue_create(NULL, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &q));
+  REQUIRE_OK(syrah_queue_get_context(q, &ctx));
+  REQUIRE_OK(syrah_program_create_from_binary(ctx, d, kPtx, sizeof kPtx, NULL, &p));
+  REQUIRE_OK(syrah_kernel_create(p, "add_index", &k));
+  REQUIRE_OK(syrah_malloc_device(ctx, d, sizeof host, (void **)&mem));
+  for (i = 0; i < N; ++i) host[i] = 1000 + i;
+  EXPECT_OK(syrah_queue_memcpy(q, mem, host, sizeof host, NULL, 0, NULL));
+  args[0] = syrah_arg_usm(mem);
+  args[1] = syrah_arg_value(&three, sizeof three);
+  EXPECT_OK(syrah_queue_launch(q, k, &r, args, 2, NULL, 0, NULL));
+  memset(host, 0, sizeof host);
+  EXPECT_OK(syrah_queue_memcpy(q, host, mem, sizeof host, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(q));
+  for (i = 0; i < N; ++i) wrong += host[i] != 1000 + 4 * i;
+  EXPECT_EQ(wrong, 0);
+  /* A pointer is refused where the kernel takes 4 bytes, naming both. */
+  args[1] = syrah_arg_usm(mem);
+  EXPECT_ERR(syrah_queue_launch(q, k, &r, args, 2, NULL, 0, NULL), SYRAH_ERROR_KERNEL_ARGUMENTS, "argument 1");
+  EXPECT_OK(syrah_queue_wait(q));
+  EXPECT_OK(syrah_free(ctx, mem));
+  EXPECT_OK(syrah_kernel_release(k));
+  EXPECT_OK(syrah_program_release(p));
+  EXPECT_OK(syrah_queue_release(q));
+  EXPECT_OK(syrah_context_release(ctx));
+}
+
 int main(void) {
   t_for_each_device(test_build);
   t_for_each_device(test_launch);
+  t_for_each_device(test_ptx);
   return t_finish("test_program");
 }
