@@ -7,11 +7,15 @@ use super::managed::{accessor_pointers, plan_buffers, Managed};
 use super::{Action, Graph, NodeArg};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{plan, BackendChooser, NodeKind, Plan, PlanNode};
+use crate::runtime::buffer::Storage;
 use crate::runtime::event::Event;
 use crate::runtime::launch::{set_args, Arg};
 use crate::runtime::program::{Kernel, Program};
 use crate::runtime::queue::open_lane;
+use crate::runtime::queue::Held;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::any::Any;
 use std::sync::Arc;
 
 /// Lanes a graph's independent direct nodes spread over.
@@ -371,6 +375,24 @@ impl ExecGraph {
     }
 
     /// Whether submissions are still being timed to choose the back end.
+    /// What a submission keeps alive until it has run: this graph and
+    /// the storages of the buffers it accesses, held as shared objects, so
+    /// that back-to-back submissions of the graph on one lane keep one
+    /// entry there (see `Held::Storages`).
+    pub(crate) fn kept<'a>(
+        self: &Arc<Self>,
+        storages: impl IntoIterator<Item = &'a Arc<Storage>>,
+    ) -> Held {
+        let mut all: SmallVec<[Arc<dyn Any + Send + Sync>; 2]> = SmallVec::new();
+        all.push(self.clone());
+        all.extend(
+            storages
+                .into_iter()
+                .map(|s| s.clone() as Arc<dyn Any + Send + Sync>),
+        );
+        Held::Storages(all)
+    }
+
     pub(crate) fn choosing(&self) -> bool {
         self.backend == Backend::CommandBuffer
             && !command_buffers_forced()

@@ -13,9 +13,9 @@ use super::exec::{ExecGraph, Last};
 use super::managed;
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::NodeKind;
-use crate::runtime::buffer::{held_storages, Deps};
+use crate::runtime::buffer::Deps;
 use crate::runtime::event::Event;
-use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
+use crate::runtime::queue::{LanePositions, Queue, Submitted};
 use std::sync::Arc;
 
 impl ExecGraph {
@@ -41,17 +41,14 @@ impl ExecGraph {
         let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
         let kernels = self.kernels.lock();
         let locals = self.locals.lock();
-        let mut keep = vec![Held::Any(Box::new(self.clone()))];
-        if !buffers.prepared.is_empty() {
-            keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
-        }
+        let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
         let timing = self.choosing();
         let started = std::time::Instant::now();
         let done = q.submit_quiet(
             &waits,
             &on_lanes,
             self.what.clone(),
-            Some(Held::List(keep)),
+            Some(keep),
             want,
             |lane, wl, mut ev| {
                 // The first kernel waits for what the submission waits for;
@@ -115,17 +112,14 @@ impl ExecGraph {
         let buffers = managed::prepare(g, &self.managed, q, &mut waits, Some(&mut on_lanes))?;
         self.point_accessors(&buffers.bases)?;
         let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
-        let mut keep = vec![Held::Any(Box::new(self.clone()))];
-        if !buffers.prepared.is_empty() {
-            keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
-        }
+        let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
         let timing = self.choosing();
         let started = std::time::Instant::now();
         let done = q.submit_quiet(
             &waits,
             &on_lanes,
             self.what.clone(),
-            Some(Held::List(keep)),
+            Some(keep),
             want,
             |lane, wl, ev| {
                 if self.enqueue_recording(lane, wl, ev)? {

@@ -13,7 +13,7 @@ use crate::core::graph::{NodeKind, PlanNode};
 use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
-use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
+use crate::runtime::queue::{LanePositions, Queue, Submitted};
 use smallvec::SmallVec;
 use std::sync::{Arc, Weak};
 
@@ -170,11 +170,8 @@ impl ExecGraph {
             self.pool.lock().ran_last(Submitted::Event(end.clone()));
         }
         q.commit_submitted(&buffers.prepared, &Submitted::Event(end.clone()));
-        let mut keep = vec![Held::Any(Box::new(self.clone()))];
-        if !buffers.prepared.is_empty() {
-            keep.push(held_storages(buffers.prepared.iter().map(|p| &p.storage)));
-        }
-        q.track(end.clone(), Some(Held::List(keep)));
+        let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
+        q.track(end.clone(), Some(keep));
         if q.in_order {
             q.order_after(&end);
         }

@@ -23,8 +23,9 @@ pub type AsyncHandler =
 pub enum Held {
     /// Anything (e.g. a fill's seed bytes).
     Any(Box<dyn Any + Send>),
-    /// The storages of the buffers it accesses (inline while few), held as
-    /// opaque shared objects: the queue only keeps them alive.
+    /// Shared objects it keeps alive (the storages of the buffers it
+    /// accesses, a graph it replays; inline while few), held as opaque
+    /// objects: the queue only keeps them alive.
     Storages(SmallVec<[Arc<dyn Any + Send + Sync>; 2]>),
     /// What several commands keep (those a marker stands for).
     List(Vec<Held>),

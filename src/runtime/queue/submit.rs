@@ -515,9 +515,10 @@ impl Queue {
 }
 
 /// Adds what a command without an event keeps to what its lane keeps,
-/// unless the command before kept the very same storages: one reference
-/// keeps them alive until the marker that stands for both (a chain of
-/// commands on one buffer keeps one entry, not one per command).
+/// unless the command before kept the very same shared objects: one
+/// reference keeps them alive until the marker that stands for both (a
+/// chain of commands on one buffer, or of one graph's submissions, keeps
+/// one entry, not one per command).
 fn keep_once(list: &mut Vec<Held>, k: Held) {
     if let (Some(Held::Storages(last)), Held::Storages(new)) = (list.last(), &k) {
         let same = last.len() == new.len()
