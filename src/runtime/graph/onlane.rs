@@ -11,6 +11,7 @@
 
 use super::exec::{ExecGraph, Last};
 use super::managed;
+use crate::backend::{EventH, QueueH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::NodeKind;
 use crate::runtime::buffer::Deps;
@@ -28,55 +29,27 @@ impl ExecGraph {
     ) -> Result<Submitted> {
         let g = &self.graph;
         let mut turn = self.turn.lock();
-        let mut waits: Deps = deps.iter().cloned().collect();
-        let mut on_lanes = LanePositions::new();
-        match turn.as_ref() {
-            Some(Last::Own(e)) if !e.known_done() => waits.push(e.clone()),
-            Some(Last::Queue(Submitted::Event(e))) if !e.known_done() => waits.push(e.clone()),
-            Some(Last::Queue(Submitted::Quiet(p))) => on_lanes.push(p.clone()),
-            _ => {}
-        }
-        let buffers = managed::prepare(g, &self.managed, q, &mut waits, Some(&mut on_lanes))?;
-        self.point_accessors(&buffers.bases)?;
-        let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
-        let kernels = self.kernels.lock();
-        let locals = self.locals.lock();
-        let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
-        let timing = self.choosing();
-        let started = std::time::Instant::now();
-        let done = q.submit_quiet(
-            &waits,
-            &on_lanes,
-            self.what.clone(),
-            Some(keep),
-            want,
-            |lane, wl, mut ev| {
-                // The first kernel waits for what the submission waits for;
-                // the last (the graph's one end) gives the event.
-                let mut w = wl;
-                for i in 0..g.nodes.len() {
-                    if self.kinds[i] != NodeKind::Direct {
-                        continue;
-                    }
-                    let e = if self.single_end == Some(i) {
-                        ev.take()
-                    } else {
-                        None
-                    };
-                    let k = kernels[i].as_deref().map(|k| (k, locals[i]));
-                    super::direct::enqueue(g, q, i, lane, w, e, k)?;
-                    w = &[];
+        self.submit_as_command(&mut turn, q, deps, want_event, false, |lane, wl, mut ev| {
+            let kernels = self.kernels.lock();
+            let locals = self.locals.lock();
+            // The first kernel waits for what the submission waits for; the
+            // last (the graph's one end) gives the event.
+            let mut w = wl;
+            for i in 0..g.nodes.len() {
+                if self.kinds[i] != NodeKind::Direct {
+                    continue;
                 }
-                Ok(())
-            },
-        )?;
-        if timing {
-            let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-            self.chooser.lock().record(false, ns);
-        }
-        q.commit_submitted(&buffers.prepared, &done);
-        *turn = Some(Last::Queue(done.clone()));
-        Ok(done)
+                let e = if self.single_end == Some(i) {
+                    ev.take()
+                } else {
+                    None
+                };
+                let k = kernels[i].as_deref().map(|k| (k, locals[i]));
+                super::direct::enqueue(g, q, i, lane, w, e, k)?;
+                w = &[];
+            }
+            Ok(())
+        })
     }
 
     /// Whether the graph's recording may go onto a lane of any queue of
@@ -95,12 +68,39 @@ impl ExecGraph {
         deps: &[Arc<Event>],
         want_event: bool,
     ) -> Result<Option<Submitted>> {
-        let g = &self.graph;
         // Arguments change only under `turn`, and with them the copies.
         let mut turn = self.turn.lock();
         if !self.pool.lock().gives_copy() {
             return Ok(None);
         }
+        let done =
+            self.submit_as_command(&mut turn, q, deps, want_event, true, |lane, wl, ev| {
+                if self.enqueue_recording(lane, wl, ev)? {
+                    return Ok(());
+                }
+                Err(Error::new(
+                    Status::Internal,
+                    format!("{}: the back end refused its recording", self.what),
+                ))
+            })?;
+        self.pool.lock().ran_last(done.clone());
+        Ok(Some(done))
+    }
+
+    /// Submits the graph as one command of `q` through the queue's path
+    /// for commands without events: after `deps` and the graph's previous
+    /// submission (`turn`, held), its managed buffers prepared, `enqueue`
+    /// putting it onto the lane given. `recorded` tells the back-end
+    /// chooser which of the two ran.
+    fn submit_as_command(
+        self: &Arc<Self>,
+        turn: &mut Option<Last>,
+        q: &Arc<Queue>,
+        deps: &[Arc<Event>],
+        want_event: bool,
+        recorded: bool,
+        enqueue: impl FnOnce(QueueH, &[EventH], Option<&mut EventH>) -> Result<()>,
+    ) -> Result<Submitted> {
         let mut waits: Deps = deps.iter().cloned().collect();
         let mut on_lanes = LanePositions::new();
         match turn.as_ref() {
@@ -109,7 +109,13 @@ impl ExecGraph {
             Some(Last::Queue(Submitted::Quiet(p))) => on_lanes.push(p.clone()),
             _ => {}
         }
-        let buffers = managed::prepare(g, &self.managed, q, &mut waits, Some(&mut on_lanes))?;
+        let buffers = managed::prepare(
+            &self.graph,
+            &self.managed,
+            q,
+            &mut waits,
+            Some(&mut on_lanes),
+        )?;
         self.point_accessors(&buffers.bases)?;
         let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
         let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
@@ -121,23 +127,14 @@ impl ExecGraph {
             self.what.clone(),
             Some(keep),
             want,
-            |lane, wl, ev| {
-                if self.enqueue_recording(lane, wl, ev)? {
-                    return Ok(());
-                }
-                Err(Error::new(
-                    Status::Internal,
-                    format!("{}: the back end refused its recording", self.what),
-                ))
-            },
+            enqueue,
         )?;
         if timing {
             let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-            self.chooser.lock().record(true, ns);
+            self.chooser.lock().record(recorded, ns);
         }
-        self.pool.lock().ran_last(done.clone());
         q.commit_submitted(&buffers.prepared, &done);
         *turn = Some(Last::Queue(done.clone()));
-        Ok(Some(done))
+        Ok(done)
     }
 }
