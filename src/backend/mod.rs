@@ -269,6 +269,19 @@ pub trait Driver: Send + Sync {
         ))
     }
 
+    /// Page-locks `len` bytes of ordinary host memory at `ptr` for this
+    /// back end's devices, where that makes copies to and from it faster;
+    /// false where it does not (the memory stays as it was).
+    fn pin_host(&self, ptr: usize, len: usize) -> bool {
+        let _ = (ptr, len);
+        false
+    }
+
+    /// Undoes a [`Driver::pin_host`] that returned true.
+    fn unpin_host(&self, ptr: usize) {
+        let _ = ptr;
+    }
+
     /// Whether a recording may be enqueued on any queue of its device,
     /// not only on the one it was recorded for.
     fn recordings_run_anywhere(&self) -> bool {

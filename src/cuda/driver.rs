@@ -182,6 +182,14 @@ impl Driver for Cuda {
         true
     }
 
+    fn pin_host(&self, ptr: usize, len: usize) -> bool {
+        memory::pin_host(ptr, len)
+    }
+
+    fn unpin_host(&self, ptr: usize) {
+        memory::unpin_host(ptr);
+    }
+
     fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {
         let a = match arg {
             ArgSet::Bytes(b) => OwnedArg::Bytes(b.into()),

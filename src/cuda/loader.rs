@@ -192,6 +192,8 @@ cuda_table! {
     cuEventDestroy = "cuEventDestroy_v2": fn(CUevent);
     cuLaunchHostFunc = "cuLaunchHostFunc": fn(CUstream, HostFn, *mut c_void);
     cuMemHostAlloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
+    cuMemHostRegister = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
+    cuMemHostUnregister = "cuMemHostUnregister": fn(*mut c_void);
     cuFuncGetAttribute = "cuFuncGetAttribute": fn(*mut i32, i32, CUfunction);
     cuMemsetD16Async = "cuMemsetD16Async": fn(CUdeviceptr, u16, usize, CUstream);
     cuMemcpy2DAsync = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, CUstream);
@@ -226,6 +228,7 @@ pub const CU_MEM_LOCATION_TYPE_DEVICE: i32 = 1;
 pub const CU_MEMORYTYPE_UNIFIED: u32 = 4;
 pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: i32 = 2;
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 1;
+pub const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 1;
 pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 2;
 pub const CU_MEM_ATTACH_GLOBAL: c_uint = 1;
 pub const CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 0;

@@ -2,8 +2,8 @@
 //! a view over unified shared memory; counted references) and its fills
 //! of device memory with a repeated pattern.
 
-use super::loader::{api, check, Api, CUdeviceptr, CUDA_SUCCESS};
-use super::state::{make_current, Stream};
+use super::loader::{api, check, Api, CUdeviceptr, CUDA_SUCCESS, CU_MEMHOSTREGISTER_PORTABLE};
+use super::state::{any_context, make_current, Stream};
 use crate::backend::{MemH, Side};
 use crate::core::error::{Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,4 +109,37 @@ pub fn fill(api: &Api, s: &Stream, dst: u64, pattern: &[u8], size: usize) -> Res
         }
     };
     check(api, rc, "cuMemset")
+}
+
+/// Page-locks `len` bytes of ordinary host memory at `ptr` for every
+/// context, so that copies to and from it go straight between it and the
+/// devices; false where that cannot be done (no context made yet, or the
+/// driver refuses).
+pub fn pin_host(ptr: usize, len: usize) -> bool {
+    let (Ok(api), Some(ctx)) = (api(), any_context()) else {
+        return false;
+    };
+    if make_current(api, ctx).is_err() {
+        return false;
+    }
+    // SAFETY: the caller owns `len` bytes of host memory at `ptr`, not
+    // registered yet; the flag makes them pinned for every context.
+    unsafe {
+        (api.cuMemHostRegister)(
+            ptr as *mut std::ffi::c_void,
+            len,
+            CU_MEMHOSTREGISTER_PORTABLE,
+        ) == CUDA_SUCCESS
+    }
+}
+
+/// Undoes [`pin_host`] for the memory at `ptr`.
+pub fn unpin_host(ptr: usize) {
+    let (Ok(api), Some(ctx)) = (api(), any_context()) else {
+        return;
+    };
+    if make_current(api, ctx).is_ok() {
+        // SAFETY: `ptr` was registered by `pin_host`, once.
+        unsafe { (api.cuMemHostUnregister)(ptr as *mut std::ffi::c_void) };
+    }
 }

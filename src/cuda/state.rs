@@ -68,6 +68,18 @@ unsafe impl Sync for Ctx {}
 /// words, copies' bounce blocks) outlive any one Syrah context.
 static KEPT: parking_lot::Mutex<Vec<i32>> = parking_lot::Mutex::new(Vec::new());
 
+/// The first primary context the back end kept, for calls that need one
+/// current but serve every context (0 before any).
+static ANY: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A primary context kept for the process, if any was made yet.
+pub fn any_context() -> Option<CUcontext> {
+    match ANY.load(Ordering::Acquire) {
+        0 => None,
+        c => Some(c as CUcontext),
+    }
+}
+
 impl Ctx {
     /// Retains the primary context of each of `ordinals`.
     pub fn create(ordinals: &[i32]) -> Result<Ctx> {
@@ -82,6 +94,7 @@ impl Ctx {
                 let rc = unsafe { (api.cuDevicePrimaryCtxRetain)(&mut ctx, ordinal) };
                 check(api, rc, "cuDevicePrimaryCtxRetain")?;
                 kept.push(ordinal);
+                let _ = ANY.compare_exchange(0, ctx as usize, Ordering::AcqRel, Ordering::Acquire);
             }
             drop(kept);
             let mut ctx: CUcontext = std::ptr::null_mut();

@@ -3,7 +3,7 @@
 //! current, the tracker of the commands using it, and the owner and views
 //! the user's handles stand for.
 
-use crate::backend::MemH;
+use crate::backend::{Driver, MemH};
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{Geometry, PageBits};
@@ -278,9 +278,15 @@ impl Storage {
             None => match take_host_block(bytes) {
                 Some(p) => p as *mut c_void,
                 None => match std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
-                    // SAFETY: non-zero size (buffers are never empty), valid
-                    // layout.
-                    Ok(l) => unsafe { std::alloc::alloc(l) }.cast(),
+                    Ok(l) => {
+                        // SAFETY: non-zero size (buffers are never empty),
+                        // valid layout.
+                        let p = unsafe { std::alloc::alloc(l) };
+                        if !p.is_null() {
+                            pin_block(p as usize, bytes);
+                        }
+                        p.cast()
+                    }
                     Err(_) => std::ptr::null_mut(),
                 },
             },
@@ -316,6 +322,7 @@ impl Storage {
                     vec![(ptr, bytes)]
                 };
                 for (p, n) in out {
+                    unpin_block(p);
                     if let Ok(l) = std::alloc::Layout::from_size_align(n, HOST_ALIGN) {
                         // SAFETY: allocated above with this size and
                         // alignment.
@@ -324,6 +331,50 @@ impl Storage {
                 }
             }
         }
+    }
+}
+
+/// Up to this size, a new host block of the default allocator big enough
+/// to be kept (see [`HOST_CACHE_MIN`]) is page-locked where a back end does
+/// that (CUDA): copies between it and a device then go straight, instead
+/// of through the driver's staging, and the block is kept for reuse, so
+/// the cost of locking it is paid once.
+const PIN_UP_TO: usize = 64 << 20;
+
+/// Host memory locked that way at most, all blocks together.
+const PINNED_AT_MOST: usize = 1 << 30;
+
+/// Host blocks a back end page-locked: address, bytes and that back end.
+static PINNED: Mutex<Vec<(usize, usize, &'static dyn Driver)>> = Mutex::new(Vec::new());
+
+/// Page-locks a new host block of `bytes` bytes at `p` (see [`PIN_UP_TO`]).
+fn pin_block(p: usize, bytes: usize) {
+    if !(HOST_CACHE_MIN..=PIN_UP_TO).contains(&bytes) {
+        return;
+    }
+    let Ok(rt) = crate::runtime::platform::runtime() else {
+        return;
+    };
+    let mut pinned = PINNED.lock();
+    if pinned.iter().map(|b| b.1).sum::<usize>() + bytes > PINNED_AT_MOST {
+        return;
+    }
+    if let Some(pl) = rt.platforms.iter().find(|pl| pl.driver.pin_host(p, bytes)) {
+        pinned.push((p, bytes, pl.driver));
+    }
+}
+
+/// Undoes [`pin_block`] for the block at `p`, if it was page-locked.
+fn unpin_block(p: usize) {
+    let by = {
+        let mut pinned = PINNED.lock();
+        pinned
+            .iter()
+            .position(|b| b.0 == p)
+            .map(|i| pinned.swap_remove(i).2)
+    };
+    if let Some(d) = by {
+        d.unpin_host(p);
     }
 }
 
