@@ -522,6 +522,49 @@ static void test_reuse(const syrah_device *d) {
   free(host);
 }
 
+/* Large host storage (which the CUDA back end page-locks) moves exact
+ * bytes both ways, also when a released buffer's block serves the next
+ * buffer, and kernels see what the host wrote into it. */
+static void test_large_host_storage(const syrah_device *d) {
+  enum { L = 1 << 19 }; /* 2 MiB of ints */
+  env e;
+  int v = 5, round, *p = NULL, i, ok;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd = t_desc1(L, NULL, SYRAH_HOST_NONE);
+  syrah_host_accessor *ha = NULL;
+  syrah_buffer_stats st;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("large host storage", "the device has no USM, which these kernels use");
+    return;
+  }
+  if (!env_open(&e, d, 0)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  for (round = 0; round < 2; ++round, v += 4) {
+    REQUIRE_OK(syrah_buffer_create(&bd, &b));
+    EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, L), L, &v, NULL));
+    EXPECT_TRUE(all_equal(b, L, v));
+    EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ_WRITE, NULL, NULL, &ha, (void **)&p));
+    if (p)
+      for (i = 0; i < L; ++i) p[i] = i - round;
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, L), L, NULL, NULL));
+    EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+    for (i = 0, ok = p != NULL; ok && i < L; ++i) ok = p[i] == 2 * (i - round);
+    EXPECT_TRUE(ok);
+    EXPECT_OK(syrah_host_accessor_release(ha));
+    st = stats(b);
+    /* Down twice and up once, whole buffer each time. */
+    EXPECT_EQ(st.device_to_host_bytes, 2ull * L * sizeof(int));
+    EXPECT_EQ(st.host_to_device_bytes, (uint64_t)L * sizeof(int));
+    EXPECT_OK(syrah_buffer_release(b));
+  }
+  EXPECT_OK(syrah_queue_wait(e.q));
+  env_close(&e);
+}
+
 static void test_partial_discard(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = -1;
@@ -1308,6 +1351,7 @@ int main(void) {
   t_for_each_device(test_dependencies);
   t_for_each_device(test_partial_discard);
   t_for_each_device(test_reuse);
+  t_for_each_device(test_large_host_storage);
   t_for_each_device(test_without_events);
   t_for_each_device(test_copies_without_events);
   t_for_each_device(test_gate_beside_quiet_launches);
