@@ -76,11 +76,12 @@ struct Block {
 static FREE: Mutex<Vec<Block>> = Mutex::new(Vec::new());
 
 /// A bounce block still read by a copy: free once `done` (an event of
-/// context `ctx`, recorded after the copy) has passed.
+/// context `ctx`, recorded on `stream` after the copy) has passed.
 struct InUse {
     block: Block,
     done: CUevent,
     ctx: usize,
+    stream: usize,
 }
 
 // SAFETY: the event is an opaque CUDA handle, used only with its context
@@ -90,21 +91,31 @@ unsafe impl Send for InUse {}
 static IN_USE: Mutex<Vec<InUse>> = Mutex::new(Vec::new());
 
 /// Moves the blocks of `s`'s context whose copies have ended to `FREE`.
+/// The list is in enqueue order per stream, and a stream runs in order:
+/// once one of a stream's events has not passed, its later ones are not
+/// asked about (the driver is asked about as many blocks as come free,
+/// plus one per busy stream).
 fn reclaim(api: &Api, s: &Stream) {
     let ctx = s.dev.ctx as usize;
     let mut in_use = IN_USE.lock();
+    let mut busy: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
     let mut i = 0;
     while i < in_use.len() {
         let p = &in_use[i];
-        // SAFETY: a live event of the current context.
-        if p.ctx == ctx && unsafe { (api.cuEventQuery)(p.done) } == CUDA_SUCCESS {
-            let p = in_use.swap_remove(i);
-            // SAFETY: made in `release_after`, destroyed once.
-            unsafe { (api.cuEventDestroy)(p.done) };
-            FREE.lock().push(p.block);
-        } else {
+        if p.ctx != ctx || busy.contains(&p.stream) {
             i += 1;
+            continue;
         }
+        // SAFETY: a live event of the current context.
+        if unsafe { (api.cuEventQuery)(p.done) } != CUDA_SUCCESS {
+            busy.push(p.stream);
+            i += 1;
+            continue;
+        }
+        let p = in_use.remove(i);
+        // SAFETY: made in `release_after`, destroyed once.
+        unsafe { (api.cuEventDestroy)(p.done) };
+        FREE.lock().push(p.block);
     }
 }
 
@@ -126,6 +137,7 @@ fn release_after(api: &Api, s: &Stream, b: Block) -> Result<()> {
         block: b,
         done,
         ctx: s.dev.ctx as usize,
+        stream: s.raw as usize,
     });
     Ok(())
 }
