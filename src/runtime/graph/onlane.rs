@@ -119,8 +119,8 @@ impl ExecGraph {
         self.point_accessors(&buffers.bases)?;
         let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
         let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
-        let timing = self.choosing();
-        let started = std::time::Instant::now();
+        // The clock is read only while the chooser still compares.
+        let started = self.choosing().then(std::time::Instant::now);
         let done = q.submit_quiet(
             &waits,
             &on_lanes,
@@ -129,8 +129,8 @@ impl ExecGraph {
             want,
             enqueue,
         )?;
-        if timing {
-            let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        if let Some(t) = started {
+            let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
             self.chooser.lock().record(recorded, ns);
         }
         q.commit_submitted(&buffers.prepared, &done);

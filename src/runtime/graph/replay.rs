@@ -135,8 +135,8 @@ impl ExecGraph {
         };
         ext.retain(|e| !e.known_done() && !prev.as_ref().is_some_and(|p| Arc::ptr_eq(p, e)));
         let ext_cl = q.wait_list(&ext)?;
-        let timing = self.choosing();
-        let started = std::time::Instant::now();
+        // The clock is read only while the chooser still compares.
+        let started = self.choosing().then(std::time::Instant::now);
         let buffered = if use_buffer {
             self.replay_command_buffer(&ext_cl)?
         } else {
@@ -152,8 +152,8 @@ impl ExecGraph {
                 }
             },
         };
-        if timing && use_buffer == buffered.is_some() {
-            let ns = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        if let Some(t) = started.filter(|_| use_buffer == buffered.is_some()) {
+            let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
             self.chooser.lock().record(use_buffer, ns);
         }
         failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
