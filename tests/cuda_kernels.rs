@@ -9,7 +9,7 @@
 //! prints why it skipped.
 
 use syrah::cuda::loader::{self, Api, CUdeviceptr};
-use syrah::cuda::module::{launch, Arg, LaunchStream, Module, Shape};
+use syrah::cuda::module::{launch, Arg, LaunchStream, Module, Params, Shape};
 use syrah::runtime::build_cache::ProgramKind;
 use syrah::runtime::context::Context;
 use syrah::runtime::platform::{runtime, Device};
@@ -145,7 +145,8 @@ fn shape(groups: [u32; 3], local: [u32; 3], offset: [u32; 3]) -> Shape {
 
 fn run(api: &'static Api, m: &Module, name: &str, args: &[Arg], s: Shape) -> Result<(), String> {
     let f = m.function(name).map_err(|e| e.message)?;
-    launch(api, &f, args, s, LaunchStream::NULL).map_err(|e| e.message)?;
+    let params = Params::new(&f.entry, args, &s).map_err(|e| e.message)?;
+    launch(api, &f, &params, s, LaunchStream::NULL).map_err(|e| e.message)?;
     // SAFETY: a context is current.
     let rc = unsafe { (api.cuCtxSynchronize)() };
     loader::check(api, rc, name).map_err(|e| e.message)

@@ -16,7 +16,7 @@
 //! through it too.
 
 use crate::core::aspects::UsmStrategy;
-use crate::core::error::Result;
+use crate::core::error::{Error, Result, Status};
 use crate::core::launch::NdRange;
 use crate::core::registry::AllocKind;
 use std::ffi::c_void;
@@ -160,6 +160,18 @@ pub enum ArgSet<'a> {
     Mem(MemH),
     /// A unified shared memory address (0: a null pointer).
     Usm(usize),
+}
+
+impl ArgSet<'_> {
+    /// What the argument is, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            ArgSet::Bytes(b) => format!("value of {} bytes", b.len()),
+            ArgSet::Local(n) => format!("{n} bytes of local memory"),
+            ArgSet::Usm(p) => format!("USM pointer {p:#x}"),
+            ArgSet::Mem(_) => "buffer accessor".to_string(),
+        }
+    }
 }
 
 /// Execution status, numbered as OpenCL numbers it (every back end
@@ -491,6 +503,38 @@ pub trait Driver: Send + Sync {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()>;
+
+    /// Whether [`Driver::enqueue_kernel_with`] launches a kernel with
+    /// arguments given for that launch alone, so that a launch need not
+    /// set them on the kernel first.
+    fn launch_takes_args(&self) -> bool {
+        false
+    }
+
+    /// Enqueues `k` (named `name`) over `range` on `q` with `args`, for
+    /// this launch alone: the arguments set on the kernel stay as they
+    /// are. A back end that cannot ([`Driver::launch_takes_args`] false)
+    /// refuses it.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_kernel_with(
+        &self,
+        q: QueueH,
+        k: KernelH,
+        name: &str,
+        args: &[ArgSet<'_>],
+        range: &NdRange,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        let _ = (q, k, args, range, waits, ev);
+        Err(Error::new(
+            Status::FeatureNotSupported,
+            format!(
+                "the {} back end sets a kernel's arguments before launching '{name}'",
+                self.name()
+            ),
+        ))
+    }
 
     /// Enqueues on `q` a copy of `size` bytes from `src` to `dst`, each
     /// unified shared memory reached as `usm` says, or host memory; `ev`

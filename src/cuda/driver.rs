@@ -21,7 +21,7 @@ use super::loader::{
     CU_MEM_LOCATION_TYPE_DEVICE,
 };
 use super::memory::{self, addr, fill, mem_of, new_mem, Mem};
-use super::module::{launch, Arg, Function, LaunchStream};
+use super::module::Function;
 use super::program::{shape_of, Kern, OwnedArg, Prog};
 use super::state::{make_current, Ctx, Stream};
 use crate::backend::{
@@ -561,23 +561,30 @@ impl Driver for Cuda {
         ev: Option<&mut EventH>,
     ) -> Result<()> {
         let kern = kern_of(k);
-        let s = Stream::of(q);
-        let (f, args) = kern.prepare(s.dev.ordinal)?;
         let shape = shape_of(range, name)?;
-        // The program stays loaded while the launch is held.
-        let prog = kern.prog.clone();
-        command(q, waits, ev, move |api, s, _| {
-            let list: smallvec::SmallVec<[Arg; 8]> = args.iter().map(|a| a.as_arg()).collect();
-            let r = launch(api, &f, &list, shape, LaunchStream(s.raw));
-            drop(prog);
-            r
-        })
-        .map_err(|e| {
-            Error::new(
-                e.status,
-                format!("launching kernel '{name}': {}", e.message),
-            )
-        })
+        let (f, params) = kern.launch_as_set(Stream::of(q).dev.ordinal, &shape)?;
+        kern.enqueue(q, f, params, shape, waits, ev)
+    }
+
+    fn launch_takes_args(&self) -> bool {
+        true
+    }
+
+    fn enqueue_kernel_with(
+        &self,
+        q: QueueH,
+        k: KernelH,
+        name: &str,
+        args: &[ArgSet<'_>],
+        range: &NdRange,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        let kern = kern_of(k);
+        let shape = shape_of(range, name)?;
+        let ordinal = Stream::of(q).dev.ordinal;
+        let (f, params) = kern.launch_with(ordinal, args, &shape, |m| mem_of(m).ptr)?;
+        kern.enqueue(q, f, params, shape, waits, ev)
     }
 
     fn enqueue_memcpy(

@@ -14,7 +14,7 @@ use super::loader::{
     api, check, Api, CUgraph, CUgraphExec, CUgraphNode, KernelNodeParams, Memcpy3D, MemsetParams,
     CUDA_SUCCESS, CU_MEMORYTYPE_UNIFIED,
 };
-use super::module::{Function, Params, Shape};
+use super::module::{allow_smem, Function, Params, Shape};
 use super::program::OwnedArg;
 use super::state::{make_current, DevCtx};
 use crate::backend::{CommandH, RecNode, RecordH};
@@ -104,11 +104,7 @@ pub fn of(r: RecordH) -> &'static Rec {
     unsafe { &*(r.0 as *const Rec) }
 }
 
-fn node_params(
-    n: &Node,
-    params: &Params<'_>,
-    slots: &mut [*mut std::ffi::c_void],
-) -> KernelNodeParams {
+fn node_params(n: &Node, params: &Params, slots: &mut [*mut std::ffi::c_void]) -> KernelNodeParams {
     KernelNodeParams {
         func: n.func.raw,
         grid: n.shape.groups,
@@ -162,7 +158,8 @@ pub fn record(
                     args,
                 };
                 let list: Vec<_> = n.args.iter().map(|a| a.as_arg()).collect();
-                let params = Params::new(api, &n.func, &list, &n.shape)?;
+                let params = Params::new(&n.func.entry, &list, &n.shape)?;
+                allow_smem(api, &n.func, params.smem)?;
                 let mut slots = params.slots();
                 let p = node_params(&n, &params, &mut slots);
                 // SAFETY: a live graph; `before` holds nodes of it; `p`
@@ -265,7 +262,9 @@ pub fn update(r: RecordH, c: CommandH, index: u32, arg: OwnedArg) -> bool {
     };
     let old = std::mem::replace(slot, arg);
     let list: Vec<_> = n.args.iter().map(|a| a.as_arg()).collect();
-    let ok = match Params::new(api, &n.func, &list, &n.shape) {
+    let made = Params::new(&n.func.entry, &list, &n.shape)
+        .and_then(|p| allow_smem(api, &n.func, p.smem).map(|()| p));
+    let ok = match made {
         Ok(params) => {
             let mut slots = params.slots();
             let p = node_params(n, &params, &mut slots);

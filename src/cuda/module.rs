@@ -226,83 +226,96 @@ pub struct Shape {
     pub dims: u32,
 }
 
-/// A launch's parameters as CUDA takes them: one pointer per kernel
-/// parameter (the arguments, then the hidden offset), to values this
-/// holds, and the dynamic shared memory the `__local` arguments need.
-pub struct Params<'a> {
-    args: &'a [Arg<'a>],
-    pointers: Words,
-    offsets: Words,
-    hidden: [u32; OFFSET_BYTES / 4],
+/// A launch's parameters as CUDA takes them, owned (a launch held on the
+/// host keeps them): each parameter's value in 8-byte words (the bytes of
+/// a value, a device address, a `__local` argument's offset in dynamic
+/// shared memory), then the hidden offset and dimensions, and the dynamic
+/// shared memory the `__local` arguments need.
+pub struct Params {
+    words: SmallVec<[u64; 16]>,
+    /// The word each parameter starts at, the hidden one last.
+    at: SmallVec<[u32; 12]>,
     /// Bytes of dynamic shared memory.
     pub smem: u32,
 }
 
-impl<'a> Params<'a> {
-    /// Checks `args` against `f`'s parameters and lays them out; allows
-    /// `f` the dynamic shared memory they need above CUDA's default.
-    pub fn new(api: &Api, f: &Function, args: &'a [Arg<'a>], shape: &Shape) -> Result<Params<'a>> {
-        let (offsets, smem) = local_layout(&f.entry, args)?;
-        let pointers = args
-            .iter()
-            .map(|a| match a {
-                Arg::Pointer(p) => *p,
-                _ => 0,
-            })
-            .collect();
-        let [ox, oy, oz] = shape.offset;
+impl Params {
+    /// Checks `args` against `entry`'s parameters and lays them out.
+    pub fn new(entry: &Entry, args: &[Arg], shape: &Shape) -> Result<Params> {
+        let (offsets, smem) = local_layout(entry, args)?;
         let smem = u32::try_from(smem).map_err(|_| {
             Error::new(
                 Status::OutOfLocalMemory,
                 format!("{smem} bytes of group-local memory"),
             )
         })?;
-        if smem > 48 * 1024 {
-            // SAFETY: `f` is a function of a loaded module; the attribute
-            // takes a byte count.
-            let rc = unsafe {
-                (api.cuFuncSetAttribute)(
-                    f.raw,
-                    super::loader::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    smem as i32,
-                )
-            };
-            check(api, rc, "cuFuncSetAttribute")
-                .map_err(|e| Error::new(Status::OutOfLocalMemory, e.message))?;
+        let mut words: SmallVec<[u64; 16]> = SmallVec::with_capacity(args.len() + 2);
+        let mut at = SmallVec::with_capacity(args.len() + 1);
+        for (a, off) in args.iter().zip(offsets) {
+            at.push(words.len() as u32);
+            match a {
+                Arg::Bytes(b) => push_bytes(&mut words, b),
+                Arg::Pointer(p) => words.push(*p),
+                Arg::Local(_) => words.push(off),
+            }
         }
-        Ok(Params {
-            args,
-            pointers,
-            offsets,
-            hidden: [ox, oy, oz, shape.dims],
-            smem,
-        })
+        at.push(words.len() as u32);
+        let [ox, oy, oz] = shape.offset;
+        let mut hidden = [0u8; OFFSET_BYTES];
+        for (i, v) in [ox, oy, oz, shape.dims].into_iter().enumerate() {
+            hidden[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
+        }
+        push_bytes(&mut words, &hidden);
+        Ok(Params { words, at, smem })
     }
 
-    /// The pointer list, valid while `self` is.
-    pub fn slots(&self) -> SmallVec<[*mut c_void; 9]> {
-        let mut slots: SmallVec<[*mut c_void; 9]> = SmallVec::with_capacity(self.args.len() + 1);
-        for (i, a) in self.args.iter().enumerate() {
-            slots.push(match a {
-                Arg::Bytes(b) => b.as_ptr() as *mut c_void,
-                Arg::Pointer(_) => &self.pointers[i] as *const u64 as *mut c_void,
-                Arg::Local(_) => &self.offsets[i] as *const u64 as *mut c_void,
-            });
-        }
-        slots.push(self.hidden.as_ptr() as *mut c_void);
-        slots
+    /// The pointer list, valid while `self` is neither moved nor dropped.
+    pub fn slots(&self) -> SmallVec<[*mut c_void; 12]> {
+        self.at
+            .iter()
+            .map(|&i| &self.words[i as usize] as *const u64 as *mut c_void)
+            .collect()
     }
 }
 
-/// Launches `f` with `args` on `stream`, in the current context.
+/// Appends `b` to `words` in the words' own byte order, the last word
+/// padded with zeros.
+fn push_bytes(words: &mut SmallVec<[u64; 16]>, b: &[u8]) {
+    for c in b.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        words.push(u64::from_ne_bytes(w));
+    }
+}
+
+/// Allows `f` `smem` bytes of dynamic shared memory where that is above
+/// CUDA's default, in the current context.
+pub fn allow_smem(api: &Api, f: &Function, smem: u32) -> Result<()> {
+    if smem <= 48 * 1024 {
+        return Ok(());
+    }
+    // SAFETY: `f` is a function of a loaded module; the attribute takes a
+    // byte count.
+    let rc = unsafe {
+        (api.cuFuncSetAttribute)(
+            f.raw,
+            super::loader::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+    };
+    check(api, rc, "cuFuncSetAttribute")
+        .map_err(|e| Error::new(Status::OutOfLocalMemory, e.message))
+}
+
+/// Launches `f` with `params` on `stream`, in the current context.
 pub fn launch(
     api: &Api,
     f: &Function,
-    args: &[Arg],
+    params: &Params,
     shape: Shape,
     stream: LaunchStream,
 ) -> Result<()> {
-    let params = Params::new(api, f, args, &shape)?;
+    allow_smem(api, f, params.smem)?;
     let mut slots = params.slots();
     let [gx, gy, gz] = shape.groups;
     let [bx, by, bz] = shape.local;
@@ -410,6 +423,40 @@ mod tests {
                 "kernel k argument 0: takes Pointer, was given Local(4)".into()
             ))
         );
+    }
+
+    #[test]
+    fn params_point_at_each_value_then_the_hidden_offset() {
+        let four = 7u32.to_ne_bytes();
+        let args = [
+            Arg::Pointer(0x1000),
+            Arg::Local(10),
+            Arg::Bytes(&four),
+            Arg::Local(16),
+        ];
+        let shape = Shape {
+            groups: [1; 3],
+            local: [1; 3],
+            offset: [5, 6, 7],
+            dims: 2,
+        };
+        let p = Params::new(&entry(), &args, &shape).map_err(|e| e.message);
+        let Ok(p) = p else {
+            panic!("refused: {p:?}", p = p.err());
+        };
+        assert_eq!(p.smem, 32);
+        let slots = p.slots();
+        assert_eq!(slots.len(), 5);
+        // SAFETY: each slot points into `p`'s words, alive and unmoved.
+        let word = |i: usize| unsafe { *(slots[i] as *const u64) };
+        assert_eq!(word(0), 0x1000);
+        assert_eq!(word(1), 0);
+        // SAFETY: as above; four bytes were written there.
+        assert_eq!(unsafe { *(slots[2] as *const u32) }, 7);
+        assert_eq!(word(3), 16);
+        // SAFETY: the hidden parameter's 16 bytes follow in two words.
+        let hidden = unsafe { std::slice::from_raw_parts(slots[4] as *const u32, 4) };
+        assert_eq!(hidden, &[5, 6, 7, 2]);
     }
 
     #[test]

@@ -2,13 +2,14 @@
 //! loaded on each device) and kernels (a function per device and the
 //! arguments set on it), with what a launch of them needs: arguments
 //! checked against the kernel's, and a work-group shape where the caller
-//! gave none.
+//! gave none, and the enqueueing of a launch.
 
+use super::hold::command;
 use super::loader::api;
-use super::module::{Arg, Function, Module, Shape};
+use super::module::{launch, Arg, Function, LaunchStream, Module, Params, Shape};
 use super::ptx::{Entry, Param};
 use super::state::{make_current, Ctx};
-use crate::backend::ArgSet;
+use crate::backend::{ArgSet, EventH, QueueH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::NdRange;
 use parking_lot::Mutex;
@@ -108,45 +109,18 @@ impl Kern {
         arg: ArgSet<'_>,
         ptr_of: impl Fn(crate::backend::MemH) -> u64,
     ) -> Result<()> {
-        let i = index as usize;
-        let p = self.entry.params.get(i).ok_or_else(|| {
-            Error::new(
-                Status::KernelArguments,
-                format!("the kernel takes {} arguments", self.entry.params.len()),
-            )
-        })?;
-        let wrong = |what: &str| Error::new(Status::KernelArguments, what.to_string());
-        let v = match (p, arg) {
-            (Param::Value(n), ArgSet::Bytes(b)) if *n == b.len() => Val::Bytes(b.to_vec()),
-            (Param::Value(n), ArgSet::Bytes(b)) => {
-                return Err(wrong(&format!(
-                    "it takes {n} bytes by value, {} were given",
-                    b.len()
-                )))
-            }
-            (Param::Pointer, ArgSet::Bytes(b)) if b.len() == 8 => {
-                Val::Pointer(u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
-            }
-            (Param::Pointer | Param::Value(8), ArgSet::Usm(a)) => Val::Pointer(a as u64),
-            (Param::Pointer | Param::Value(8), ArgSet::Mem(m)) => Val::Pointer(ptr_of(m)),
-            (Param::Local(_), ArgSet::Local(n)) if n > 0 => Val::Local(n),
-            (Param::Local(_), ArgSet::Local(_)) => {
-                return Err(wrong("group-local memory of 0 bytes"))
-            }
-            (Param::Local(_), _) => return Err(wrong("it takes group-local memory (a size)")),
-            (_, ArgSet::Local(_)) => return Err(wrong("it takes no group-local memory")),
-            (Param::Value(n), _) => return Err(wrong(&format!("it takes {n} bytes by value"))),
-            (Param::Pointer, _) => return Err(wrong("it takes a device address")),
+        let v = match arg_for(&self.entry, index as usize, arg, ptr_of)? {
+            Arg::Bytes(b) => Val::Bytes(b.to_vec()),
+            Arg::Pointer(p) => Val::Pointer(p),
+            Arg::Local(n) => Val::Local(n),
         };
-        self.args.lock()[i] = Some(v);
+        self.args.lock()[index as usize] = Some(v);
         Ok(())
     }
 
-    /// The function for device `ordinal`, and the arguments set now (each
-    /// must be).
-    pub fn prepare(&self, ordinal: i32) -> Result<(Arc<Function>, ArgList)> {
-        let f = self
-            .funcs
+    /// The function for device `ordinal`.
+    fn function(&self, ordinal: i32) -> Result<&Arc<Function>> {
+        self.funcs
             .iter()
             .find(|(o, _)| *o == ordinal)
             .map(|(_, f)| f)
@@ -155,7 +129,13 @@ impl Kern {
                     "kernel '{}' was not built for the queue's device",
                     self.name
                 ))
-            })?;
+            })
+    }
+
+    /// The function for device `ordinal`, and the arguments set now (each
+    /// must be).
+    pub fn prepare(&self, ordinal: i32) -> Result<(Arc<Function>, ArgList)> {
+        let f = self.function(ordinal)?;
         let args = self.args.lock();
         let mut out = ArgList::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
@@ -173,6 +153,109 @@ impl Kern {
         }
         Ok((f.clone(), out))
     }
+
+    /// The function for device `ordinal` and the parameters of a launch of
+    /// it over `shape` with the arguments set now (each must be).
+    pub fn launch_as_set(&self, ordinal: i32, shape: &Shape) -> Result<(Arc<Function>, Params)> {
+        let (f, args) = self.prepare(ordinal)?;
+        let list: SmallVec<[Arg; 8]> = args.iter().map(|a| a.as_arg()).collect();
+        let params = Params::new(&f.entry, &list, shape)?;
+        Ok((f, params))
+    }
+
+    /// Enqueues a launch of `f` (this kernel's function for `q`'s device)
+    /// with `params` over `shape` on `q`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue(
+        &self,
+        q: QueueH,
+        f: Arc<Function>,
+        params: Params,
+        shape: Shape,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        // The program stays loaded while the launch is held.
+        let prog = self.prog.clone();
+        command(q, waits, ev, move |api, s, _| {
+            let r = launch(api, &f, &params, shape, LaunchStream(s.raw));
+            drop(prog);
+            r
+        })
+        .map_err(|e| {
+            Error::new(
+                e.status,
+                format!("launching kernel '{}': {}", self.name, e.message),
+            )
+        })
+    }
+
+    /// The function for device `ordinal` and the parameters of one launch
+    /// of it with `args` over `shape`, leaving the arguments set on the
+    /// kernel as they are. An argument the kernel cannot take is named
+    /// with its index, as setting it would be.
+    pub fn launch_with(
+        &self,
+        ordinal: i32,
+        args: &[ArgSet<'_>],
+        shape: &Shape,
+        ptr_of: impl Fn(crate::backend::MemH) -> u64,
+    ) -> Result<(Arc<Function>, Params)> {
+        let f = self.function(ordinal)?;
+        let mut list: SmallVec<[Arg; 8]> = SmallVec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            list.push(arg_for(&self.entry, i, *a, &ptr_of).map_err(|e| {
+                Error::new(
+                    e.status,
+                    format!(
+                        "setting argument {i} ({}) of kernel '{}' failed: {}",
+                        a.describe(),
+                        self.name,
+                        e.message
+                    ),
+                )
+            })?);
+        }
+        Ok((f.clone(), Params::new(&f.entry, &list, shape)?))
+    }
+}
+
+/// Argument `i` of a kernel taking `entry`'s parameters, given as `arg`
+/// (`ptr_of` turns a memory object into its address). A value the kernel
+/// cannot take is `Status::KernelArguments`, with only the reason.
+fn arg_for<'a>(
+    entry: &Entry,
+    i: usize,
+    arg: ArgSet<'a>,
+    ptr_of: impl Fn(crate::backend::MemH) -> u64,
+) -> Result<Arg<'a>> {
+    let p = entry.params.get(i).ok_or_else(|| {
+        Error::new(
+            Status::KernelArguments,
+            format!("the kernel takes {} arguments", entry.params.len()),
+        )
+    })?;
+    let wrong = |what: &str| Error::new(Status::KernelArguments, what.to_string());
+    Ok(match (p, arg) {
+        (Param::Value(n), ArgSet::Bytes(b)) if *n == b.len() => Arg::Bytes(b),
+        (Param::Value(n), ArgSet::Bytes(b)) => {
+            return Err(wrong(&format!(
+                "it takes {n} bytes by value, {} were given",
+                b.len()
+            )))
+        }
+        (Param::Pointer, ArgSet::Bytes(b)) if b.len() == 8 => {
+            Arg::Pointer(u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+        }
+        (Param::Pointer | Param::Value(8), ArgSet::Usm(a)) => Arg::Pointer(a as u64),
+        (Param::Pointer | Param::Value(8), ArgSet::Mem(m)) => Arg::Pointer(ptr_of(m)),
+        (Param::Local(_), ArgSet::Local(n)) if n > 0 => Arg::Local(n),
+        (Param::Local(_), ArgSet::Local(_)) => return Err(wrong("group-local memory of 0 bytes")),
+        (Param::Local(_), _) => return Err(wrong("it takes group-local memory (a size)")),
+        (_, ArgSet::Local(_)) => return Err(wrong("it takes no group-local memory")),
+        (Param::Value(n), _) => return Err(wrong(&format!("it takes {n} bytes by value"))),
+        (Param::Pointer, _) => return Err(wrong("it takes a device address")),
+    })
 }
 
 /// A launch's arguments, kept inline for the usual few.

@@ -149,6 +149,16 @@ impl Queue {
             }
             return self.marker(&all, &what).map(Submitted::Event);
         }
+        let driver = self.ctx.platform.driver;
+        if driver.launch_takes_args() {
+            // The arguments go with the launch: nothing is set on the
+            // kernel, so nothing needs its lock.
+            let sets: SmallVec<[ArgSet<'_>; 8]> = args.iter().map(arg_set).collect();
+            let (k, name) = (kernel.handle, &kernel.name);
+            return self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
+                driver.enqueue_kernel_with(q, k, name, &sets, range, wl, ev)
+            });
+        }
         let mut held = kernel.lock.lock();
         set_args(&self.ctx, kernel, &mut held, args)?;
         let local_args = !dynamic.is_empty();
@@ -172,21 +182,11 @@ pub(crate) fn set_args(
     let driver = ctx.platform.driver;
     let k = kernel.handle;
     for (i, a) in args.iter().enumerate() {
-        let set = match *a {
-            Arg::Scalar(b) => ArgSet::Bytes(b),
-            Arg::Local(n) => ArgSet::Local(n),
-            Arg::Mem(m) => ArgSet::Mem(m),
-            Arg::Usm(p) => ArgSet::Usm(p as usize),
-        };
+        let set = arg_set(a);
         if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, set) {
             e.message = format!(
                 "setting argument {i} ({}) of kernel '{}' failed: {}",
-                match a {
-                    Arg::Scalar(b) => format!("value of {} bytes", b.len()),
-                    Arg::Local(n) => format!("{n} bytes of local memory"),
-                    Arg::Usm(p) => format!("USM pointer {p:?}"),
-                    Arg::Mem(_) => "buffer accessor".to_string(),
-                },
+                set.describe(),
                 kernel.name,
                 e.message
             );
@@ -205,6 +205,16 @@ pub(crate) fn set_args(
         }
     }
     Ok(())
+}
+
+/// The back end's form of argument `a`.
+fn arg_set<'a>(a: &Arg<'a>) -> ArgSet<'a> {
+    match *a {
+        Arg::Scalar(b) => ArgSet::Bytes(b),
+        Arg::Local(n) => ArgSet::Local(n),
+        Arg::Mem(m) => ArgSet::Mem(m),
+        Arg::Usm(p) => ArgSet::Usm(p as usize),
+    }
 }
 
 /// Enqueues `kernel` (its arguments already set) over `range` on `q`
