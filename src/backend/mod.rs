@@ -289,6 +289,11 @@ pub trait Driver: Send + Sync {
         false
     }
 
+    /// Whether [`Driver::pin_host`] can lock memory now.
+    fn can_pin_host(&self) -> bool {
+        false
+    }
+
     /// Undoes a [`Driver::pin_host`] that returned true.
     fn unpin_host(&self, ptr: usize) {
         let _ = ptr;

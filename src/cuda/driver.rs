@@ -186,6 +186,10 @@ impl Driver for Cuda {
         memory::pin_host(ptr, len)
     }
 
+    fn can_pin_host(&self) -> bool {
+        super::state::any_context().is_some()
+    }
+
     fn unpin_host(&self, ptr: usize) {
         memory::unpin_host(ptr);
     }

@@ -2,7 +2,8 @@
 //! (through the device's USM strategy) plus host storage, page-granular
 //! up-to-date tracking, transfers planned from the page bits, and
 //! dependencies inferred from accesses. The files, from the bottom up:
-//! `storage` (the state), `alloc` (memory), `transfer` (moving pages and
+//! `host_blocks` (page-locked host storage), `storage` (the state),
+//! `alloc` (memory), `transfer` (moving pages and
 //! recording commands), `access` (command groups' and host accessors),
 //! `copies` (explicit copies and fills), `window` (accessor windows staged
 //! for devices without USM), `read` (small reads) and `handle` (the
@@ -12,6 +13,7 @@ mod access;
 mod alloc;
 mod copies;
 mod handle;
+mod host_blocks;
 mod read;
 mod storage;
 mod transfer;

@@ -3,7 +3,8 @@
 //! current, the tracker of the commands using it, and the owner and views
 //! the user's handles stand for.
 
-use crate::backend::{Driver, MemH};
+use super::host_blocks;
+use crate::backend::MemH;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{Geometry, PageBits};
@@ -275,7 +276,7 @@ impl Storage {
                 // SAFETY: the user's allocation callback.
                 unsafe { (a.allocate)(bytes, HOST_ALIGN, a.user_data as *mut c_void) }
             }
-            None => match take_host_block(bytes) {
+            None => match take_host_block(bytes).or_else(|| host_blocks::take_small(bytes)) {
                 Some(p) => p as *mut c_void,
                 None => match std::alloc::Layout::from_size_align(bytes, HOST_ALIGN) {
                     Ok(l) => {
@@ -283,7 +284,7 @@ impl Storage {
                         // valid layout.
                         let p = unsafe { std::alloc::alloc(l) };
                         if !p.is_null() {
-                            pin_block(p as usize, bytes);
+                            host_blocks::pin_block(p as usize, bytes);
                         }
                         p.cast()
                     }
@@ -313,6 +314,7 @@ impl Storage {
                     unsafe { d(ptr as *mut c_void, bytes, a.user_data as *mut c_void) };
                 }
             }
+            None if host_blocks::give_small(ptr) => {}
             None => {
                 // Large blocks are kept for the next buffer of their size:
                 // fresh ones cost a page fault per page at first touch.
@@ -322,7 +324,7 @@ impl Storage {
                     vec![(ptr, bytes)]
                 };
                 for (p, n) in out {
-                    unpin_block(p);
+                    host_blocks::unpin_block(p);
                     if let Ok(l) = std::alloc::Layout::from_size_align(n, HOST_ALIGN) {
                         // SAFETY: allocated above with this size and
                         // alignment.
@@ -331,50 +333,6 @@ impl Storage {
                 }
             }
         }
-    }
-}
-
-/// Up to this size, a new host block of the default allocator big enough
-/// to be kept (see [`HOST_CACHE_MIN`]) is page-locked where a back end does
-/// that (CUDA): copies between it and a device then go straight, instead
-/// of through the driver's staging, and the block is kept for reuse, so
-/// the cost of locking it is paid once.
-const PIN_UP_TO: usize = 64 << 20;
-
-/// Host memory locked that way at most, all blocks together.
-const PINNED_AT_MOST: usize = 1 << 30;
-
-/// Host blocks a back end page-locked: address, bytes and that back end.
-static PINNED: Mutex<Vec<(usize, usize, &'static dyn Driver)>> = Mutex::new(Vec::new());
-
-/// Page-locks a new host block of `bytes` bytes at `p` (see [`PIN_UP_TO`]).
-fn pin_block(p: usize, bytes: usize) {
-    if !(HOST_CACHE_MIN..=PIN_UP_TO).contains(&bytes) {
-        return;
-    }
-    let Ok(rt) = crate::runtime::platform::runtime() else {
-        return;
-    };
-    let mut pinned = PINNED.lock();
-    if pinned.iter().map(|b| b.1).sum::<usize>() + bytes > PINNED_AT_MOST {
-        return;
-    }
-    if let Some(pl) = rt.platforms.iter().find(|pl| pl.driver.pin_host(p, bytes)) {
-        pinned.push((p, bytes, pl.driver));
-    }
-}
-
-/// Undoes [`pin_block`] for the block at `p`, if it was page-locked.
-fn unpin_block(p: usize) {
-    let by = {
-        let mut pinned = PINNED.lock();
-        pinned
-            .iter()
-            .position(|b| b.0 == p)
-            .map(|i| pinned.swap_remove(i).2)
-    };
-    if let Some(d) = by {
-        d.unpin_host(p);
     }
 }
 
@@ -399,7 +357,7 @@ pub(crate) fn take_host_block(bytes: usize) -> Option<usize> {
 /// reuse, up to 512 MiB; only blocks of at least `HOST_CACHE_MIN` bytes.
 pub(crate) static HOST_CACHE: Mutex<AllocCache<(usize, usize)>> =
     Mutex::new(AllocCache::new(512 << 20));
-pub(crate) const HOST_CACHE_MIN: usize = 1 << 20;
+pub(crate) const HOST_CACHE_MIN: usize = host_blocks::PIN_FROM;
 
 impl Drop for Storage {
     fn drop(&mut self) {
