@@ -284,8 +284,13 @@ pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize, enq: &Enq) ->
     // goes on while the device copies, instead of waiting for CUDA's
     // staging (measured on an H100: 256 KiB inputs of a matrix multiply).
     const READ_NOW_UP_TO: usize = 256 * 1024;
+    let may_read_now = !hd && hs && s.host_written() && enq.waits_ended();
+    if may_read_now && len <= READ_NOW_UP_TO {
+        return read_now(api, s, dst, src, len);
+    }
+    // Asked of the driver only where the answer is used.
     let settled = hd != hs && settled(api, s);
-    if !hd && hs && (len <= READ_NOW_UP_TO || !settled) && s.host_written() && enq.waits_ended() {
+    if may_read_now && !settled {
         return read_now(api, s, dst, src, len);
     }
     if settled {
