@@ -5,13 +5,14 @@
 //! staging of ordinary memory.
 
 use crate::backend::Driver;
-use crate::core::slab::{class_of, Slabs, BLOCK, MIN_CLASS};
+use crate::core::slab::{class_of, Slabs, BLOCK, MAX_CLASS, MIN_CLASS};
 use parking_lot::Mutex;
 use std::sync::LazyLock;
 
-/// Large blocks from this size up to [`PIN_UP_TO`] are page-locked when
-/// made; they are kept for reuse, so the cost of locking them is paid once.
-pub(crate) const PIN_FROM: usize = 1 << 20;
+/// Blocks from this size (above the largest slab slot) up to
+/// [`PIN_UP_TO`] are page-locked one by one when made; they are kept for
+/// reuse, so the cost of locking them is paid once.
+pub(crate) const PIN_FROM: usize = MAX_CLASS + 1;
 
 /// Up to this size a new large block is page-locked.
 const PIN_UP_TO: usize = 64 << 20;
