@@ -13,6 +13,10 @@ pub(crate) unsafe fn deps_from(
     list: *const *const Event,
     count: usize,
 ) -> Result<crate::runtime::buffer::Deps> {
+    if count == 0 {
+        // The usual case, without building a list through the iterator.
+        return Ok(crate::runtime::buffer::Deps::new());
+    }
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(list, count, "dependencies") }?;
     raw.iter()

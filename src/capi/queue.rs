@@ -180,18 +180,19 @@ unsafe fn check_args(args: *const syrah_kernel_arg, count: usize, accessors: usi
     Ok(())
 }
 
-/// Arguments from the C descriptions; accessor arguments take the
-/// pointers of the prepared accessors.
+/// Arguments from the C descriptions, into `out` (filled in place: the
+/// list is large to move); accessor arguments take the pointers of the
+/// prepared accessors.
 unsafe fn args_from<'a>(
     args: *const syrah_kernel_arg,
     count: usize,
     accessor_ptrs: &[(usize, Option<usize>)],
-) -> Result<SmallVec<[Arg<'a>; 8]>> {
+    out: &mut SmallVec<[Arg<'a>; 8]>,
+) -> Result<()> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(args, count, "args") }?;
-    raw.iter()
-        .enumerate()
-        .map(|(i, a)| match a.kind {
+    for (i, a) in raw.iter().enumerate() {
+        out.push(match a.kind {
             SYRAH_ARG_VALUE => {
                 if a.value.is_null() {
                     return Err(Error::new(
@@ -232,8 +233,9 @@ unsafe fn args_from<'a>(
                 Status::KernelArguments,
                 format!("args[{i}] has the unknown kind {other}"),
             )),
-        })
-        .collect()
+        }?);
+    }
+    Ok(())
 }
 
 fn to_nd(r: &syrah_range) -> Result<NdRange> {
@@ -330,8 +332,13 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
         let mut buffers = SmallVec::new();
-        // SAFETY: forwarded contract.
-        let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
+        // A launch without accessors has nothing to look at (nor to move).
+        let reqs = if accessor_count == 0 {
+            SmallVec::new()
+        } else {
+            // SAFETY: forwarded contract.
+            unsafe { requests(accessors, accessor_count, &mut buffers) }?
+        };
         // Arguments bound to the kernel and accessor pitches made plain.
         // SAFETY: forwarded contract.
         let resolved = unsafe { super::args::resolve(k, args, arg_count, &reqs) }?;
@@ -361,8 +368,9 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             let kinfo = q.precheck(k, &nd, arg_count)?;
             // SAFETY: forwarded contract.
             let deps = unsafe { deps_from(dependencies, dependency_count) }?;
+            let mut a = SmallVec::new();
             // SAFETY: forwarded contract.
-            let a = unsafe { args_from(args, arg_count, &[]) }?;
+            unsafe { args_from(args, arg_count, &[], &mut a) }?;
             q.launch(k, &kinfo, &nd, &a, &deps, &[], None, !out_event.is_null())?
         } else {
             // Cheap checks first, so a bad launch moves no data.
@@ -377,8 +385,9 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
             let staged = q.stage_windows(&prepared, &mut deps, &on_lanes)?;
             let ptrs = crate::runtime::buffer::accessor_args(&prepared, &staged)?;
+            let mut a = SmallVec::new();
             // SAFETY: forwarded contract.
-            let a = unsafe { args_from(args, arg_count, &ptrs) }?;
+            unsafe { args_from(args, arg_count, &ptrs, &mut a) }?;
             let keep = if prepared.is_empty() {
                 None
             } else {
