@@ -373,8 +373,12 @@ impl Queue {
         // A lane known to be idle first, then the next usable one in turn.
         // A lane with commands after its tail that went without events
         // counts as busy. (The driver is not asked: what finished is
-        // learned as finished commands are let go.)
-        if let Some(i) = (0..n).find(|&i| {
+        // learned as finished commands are let go.) Idle lanes are looked
+        // for in turn too: always taking the first would put every command
+        // that finds it idle there, and commands that follow those on
+        // their buffers would stay there, however many lanes there are.
+        let start = lanes.next;
+        if let Some(i) = (0..n).map(|k| (start + k) % n).find(|&i| {
             let l = &lanes.list[i];
             !l.quiet() && l.tail.as_ref().is_none_or(|t| t.known_done())
         }) {
