@@ -357,15 +357,20 @@ mod tests {
         }
     }
 
+    /// Arguments for `entry()`: a pointer, two local sizes around `four`.
+    fn args(four: &[u8; 4]) -> [Arg<'_>; 4] {
+        [
+            Arg::Pointer(0x1000),
+            Arg::Local(10),
+            Arg::Bytes(four),
+            Arg::Local(16),
+        ]
+    }
+
     #[test]
     fn locals_are_laid_out_aligned_in_order() {
         let four = 7u32.to_ne_bytes();
-        let args = [
-            Arg::Pointer(0x1000),
-            Arg::Local(10),
-            Arg::Bytes(&four),
-            Arg::Local(16),
-        ];
+        let args = args(&four);
         let got = local_layout(&entry(), &args)
             .map(|(o, n)| (o.to_vec(), n))
             .map_err(|e| e.message);
@@ -428,12 +433,7 @@ mod tests {
     #[test]
     fn params_point_at_each_value_then_the_hidden_offset() {
         let four = 7u32.to_ne_bytes();
-        let args = [
-            Arg::Pointer(0x1000),
-            Arg::Local(10),
-            Arg::Bytes(&four),
-            Arg::Local(16),
-        ];
+        let args = args(&four);
         let shape = Shape {
             groups: [1; 3],
             local: [1; 3],
