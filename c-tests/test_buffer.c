@@ -565,67 +565,6 @@ static void test_large_host_storage(const syrah_device *d) {
   env_close(&e);
 }
 
-/* Many small buffers alive at once, of sizes around and above the
- * classes small host storage is cut in: each keeps its own values through
- * kernels and host accesses (no two share bytes), and a second round
- * reuses the storage the first gave back. */
-static void test_small_host_storage(const syrah_device *d) {
-  enum { B = 24, K = 6 };
-  static const int sizes[K] = {100, 1024, 3000, 16384, 65536, 65537};
-  env e;
-  syrah_buffer *b[B];
-  int round, j, i, ok, v, *p = NULL;
-  syrah_host_accessor *ha = NULL;
-  syrah_buffer_stats st;
-  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
-    t_skip("small host storage", "the device has no USM, which these kernels use");
-    return;
-  }
-  if (!env_open(&e, d, 0)) {
-    T_FAIL("setup: %s", syrah_last_error_message());
-    env_close(&e);
-    return;
-  }
-  for (round = 0; round < 2; ++round) {
-    for (j = 0; j < B; ++j) {
-      syrah_buffer_desc bd = t_desc1((size_t)sizes[j % K], NULL, SYRAH_HOST_NONE);
-      b[j] = NULL;
-      REQUIRE_OK(syrah_buffer_create(&bd, &b[j]));
-    }
-    for (j = 0; j < B; ++j) {
-      int n = sizes[j % K];
-      v = 100 * round + j + 1;
-      EXPECT_OK(run1(&e, e.setv, acc1(b[j], SYRAH_ACCESS_DISCARD_WRITE, 0, (size_t)n), (size_t)n, &v, NULL));
-    }
-    for (j = 0; j < B; ++j) {
-      int n = sizes[j % K];
-      v = 100 * round + j + 1;
-      EXPECT_OK(syrah_buffer_host_access(b[j], SYRAH_ACCESS_READ_WRITE, NULL, NULL, &ha, (void **)&p));
-      for (i = 0, ok = p != NULL; ok && i < n; ++i) ok = p[i] == v;
-      EXPECT_TRUE(ok);
-      if (p)
-        for (i = 0; i < n; ++i) p[i] = i ^ (j + round);
-      EXPECT_OK(syrah_host_accessor_release(ha));
-      EXPECT_OK(run1(&e, e.twice, acc1(b[j], SYRAH_ACCESS_READ_WRITE, 0, (size_t)n), (size_t)n, NULL, NULL));
-    }
-    for (j = 0; j < B; ++j) {
-      int n = sizes[j % K];
-      EXPECT_OK(syrah_buffer_host_access(b[j], SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-      for (i = 0, ok = p != NULL; ok && i < n; ++i) ok = p[i] == 2 * (i ^ (j + round));
-      EXPECT_TRUE(ok);
-      EXPECT_OK(syrah_host_accessor_release(ha));
-      st = stats(b[j]);
-      EXPECT_EQ(st.device_to_host_bytes, 2ull * (uint64_t)n * sizeof(int));
-      EXPECT_EQ(st.host_to_device_bytes, (uint64_t)n * sizeof(int));
-    }
-    /* Given back out of order. */
-    for (j = 1; j < B; j += 2) EXPECT_OK(syrah_buffer_release(b[j]));
-    for (j = 0; j < B; j += 2) EXPECT_OK(syrah_buffer_release(b[j]));
-  }
-  EXPECT_OK(syrah_queue_wait(e.q));
-  env_close(&e);
-}
-
 static void test_partial_discard(const syrah_device *d) {
   env e;
   int *host = (int *)malloc(N * sizeof(int)), *p = NULL, i, ok, v = -1;
@@ -1413,7 +1352,6 @@ int main(void) {
   t_for_each_device(test_partial_discard);
   t_for_each_device(test_reuse);
   t_for_each_device(test_large_host_storage);
-  t_for_each_device(test_small_host_storage);
   t_for_each_device(test_without_events);
   t_for_each_device(test_copies_without_events);
   t_for_each_device(test_gate_beside_quiet_launches);
