@@ -61,12 +61,7 @@ typedef struct {
 
 static int exact_shape;
 static uint64_t rng_state;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 11);
-}
+static uint32_t rnd(void) { return t_rnd(&rng_state); }
 static size_t below(size_t n) { return n ? rnd() % n : 0; }
 
 static syrah_accessor acc(syrah_buffer *b, syrah_access_mode m, size_t off, size_t len) {
@@ -251,8 +246,7 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
   size_t i;
   char what[512];
   static const size_t pages[4] = {64, 512, 1000, N};
-  rng_state = seed * 2654435761u + 0x9e3779b97f4a7c15ull;
-  if (!rng_state) rng_state = 1;
+  rng_state = t_seed_state(seed);
   for (j = 0; j < nb; ++j) {
     syrah_buffer_desc bd;
     write_back[j] = (int)below(2);
@@ -364,10 +358,6 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
   return ok && failures == t_failures;
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt) {
-  const char *v = getenv(name);
-  return v && *v ? strtoull(v, NULL, 10) : dflt;
-}
 
 static size_t ndev;
 static const syrah_device *devs[64];
@@ -467,20 +457,20 @@ static void run_fixed(void) {
 
 int main(int argc, char **argv) {
   int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
-  uint64_t seed = env_u64("SYRAH_DAG_SEED", stress ? (uint64_t)time(NULL) : 1);
-  int groups = (int)env_u64("SYRAH_DAG_GROUPS", stress ? 3000 : 400);
-  int nb = (int)env_u64("SYRAH_DAG_BUFFERS", stress ? 16 : 8);
-  double seconds = (double)env_u64("SYRAH_STRESS_SECONDS", 30);
+  uint64_t seed = t_env_u64("SYRAH_DAG_SEED", stress ? (uint64_t)time(NULL) : 1);
+  int groups = (int)t_env_u64("SYRAH_DAG_GROUPS", stress ? 3000 : 400);
+  int nb = (int)t_env_u64("SYRAH_DAG_BUFFERS", stress ? 16 : 8);
+  double seconds = (double)t_env_u64("SYRAH_STRESS_SECONDS", 30);
   int n, w, runs = 0;
   time_t start = time(NULL);
-  exact_shape = env_u64("SYRAH_DAG_EXACT", 0) != 0;
+  exact_shape = t_env_u64("SYRAH_DAG_EXACT", 0) != 0;
   if (nb < 3) nb = 3;
   if (nb > MAX_BUFFERS) nb = MAX_BUFFERS;
   label_devices();
   n = count_settings();
   if (ndev < 2) t_skip("random runs on device pairs", "there is only one device");
   if (!stress) {
-    int only = (int)env_u64("SYRAH_DAG_SETTING", (uint64_t)-1);
+    int only = (int)t_env_u64("SYRAH_DAG_SETTING", (uint64_t)-1);
     if (only < 0) run_fixed();
     for (w = 0; w < n; ++w) {
       setting s;

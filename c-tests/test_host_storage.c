@@ -56,17 +56,7 @@ static void env_close(env *e) {
 }
 
 static uint64_t rng_state;
-static uint32_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 11);
-}
-
-static uint64_t env_u64(const char *name, uint64_t dflt) {
-  const char *v = getenv(name);
-  return v && *v ? strtoull(v, NULL, 10) : dflt;
-}
+static uint32_t rnd(void) { return t_rnd(&rng_state); }
 
 /* One live buffer and what it must hold. */
 typedef struct {
@@ -108,8 +98,7 @@ static bool random_run(env *e, uint64_t seed, int steps) {
   int nl = 0, s, j;
   bool ok = true;
   char what[160];
-  rng_state = seed * 2654435761u + 0x9e3779b97f4a7c15ull;
-  if (!rng_state) rng_state = 1;
+  rng_state = t_seed_state(seed);
   for (s = 0; s < steps && ok; ++s) {
     uint32_t act = rnd() % 10;
     snprintf(what, sizeof what, "seed %llu step %d", (unsigned long long)seed, s);
@@ -253,11 +242,11 @@ static void per_device(const syrah_device *d) {
 
 int main(int argc, char **argv) {
   int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
-  double seconds = (double)env_u64("SYRAH_STRESS_SECONDS", 30);
+  double seconds = (double)t_env_u64("SYRAH_STRESS_SECONDS", 30);
   time_t start = time(NULL);
   int runs = 0;
-  first_seed = env_u64("SYRAH_HOST_STORAGE_SEED", stress ? (uint64_t)time(NULL) : 1);
-  steps = (int)env_u64("SYRAH_HOST_STORAGE_STEPS", stress ? 600 : 150);
+  first_seed = t_env_u64("SYRAH_HOST_STORAGE_SEED", stress ? (uint64_t)time(NULL) : 1);
+  steps = (int)t_env_u64("SYRAH_HOST_STORAGE_STEPS", stress ? 600 : 150);
   if (!stress) {
     t_for_each_device(per_device);
     return t_finish("test_host_storage");

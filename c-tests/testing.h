@@ -1,11 +1,13 @@
 /* A small test harness for Syrah's C tests: checks that count and report
- * failures with the library's error message, and a loop over every device
- * of every platform that says what it skips and why. */
+ * failures with the library's error message, a loop over every device of
+ * every platform that says what it skips and why, and what the seeded
+ * random checkers share (numbers, settings from the environment). */
 #ifndef SYRAH_TESTING_H
 #define SYRAH_TESTING_H
 
 #include <syrah.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +176,28 @@ static inline char *t_slurp(const char *path, size_t *len) {
   fclose(f);
   *len = buf ? (size_t)n : 0;
   return buf;
+}
+
+/* The next number of the xorshift generator whose state is `*state`
+ * (never 0). */
+static inline uint32_t t_rnd(uint64_t *state) {
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return (uint32_t)(*state >> 11);
+}
+
+/* A generator state from `seed` (never 0). */
+static inline uint64_t t_seed_state(uint64_t seed) {
+  uint64_t s = seed * 2654435761u + 0x9e3779b97f4a7c15ull;
+  return s ? s : 1;
+}
+
+/* Environment variable `name` as an unsigned number, or `dflt` when unset
+ * or empty. */
+static inline uint64_t t_env_u64(const char *name, uint64_t dflt) {
+  const char *v = getenv(name);
+  return v && *v ? strtoull(v, NULL, 10) : dflt;
 }
 
 /* Prints the closing line and gives the exit status. */
