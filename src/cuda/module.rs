@@ -170,49 +170,57 @@ pub enum Arg<'a> {
 /// and how many bytes that memory needs. An argument of the wrong kind or
 /// size is `Status::KernelArguments`, naming it.
 pub fn local_layout(entry: &Entry, args: &[Arg]) -> Result<(Words, usize)> {
-    if args.len() != entry.params.len() {
-        return Err(Error::new(
-            Status::KernelArguments,
-            format!(
-                "kernel {} takes {} arguments, {} were given",
-                entry.name,
-                entry.params.len(),
-                args.len()
-            ),
-        ));
-    }
+    takes(entry, args.len())?;
     let mut offsets = Words::with_capacity(args.len());
     let mut end = 0usize;
     for (i, (p, a)) in entry.params.iter().zip(args).enumerate() {
-        let wrong = |what: String| {
-            Error::new(
-                Status::KernelArguments,
-                format!("kernel {} argument {i}: {what}", entry.name),
-            )
-        };
-        match (p, a) {
-            (Param::Value(n), Arg::Bytes(b)) if *n == b.len() => offsets.push(0),
-            (Param::Value(n), Arg::Bytes(b)) => {
-                return Err(wrong(format!(
-                    "takes {n} bytes by value, {} were given",
-                    b.len()
-                )))
-            }
-            // PTX declares a pointer as a 64-bit value unless it marks it
-            // `.ptr`: such a parameter takes a device address too.
-            (Param::Pointer | Param::Value(8), Arg::Pointer(_)) => offsets.push(0),
-            (Param::Local(align), Arg::Local(size)) if *size > 0 => {
-                let at = end.next_multiple_of((*align).max(1));
-                offsets.push(at as u64);
-                end = at + size;
-            }
-            (Param::Local(_), Arg::Local(_)) => {
-                return Err(wrong("group-local memory of 0 bytes".into()))
-            }
-            (p, a) => return Err(wrong(format!("takes {p:?}, was given {a:?}"))),
-        }
+        offsets.push(place(entry, i, p, a, &mut end)?);
     }
     Ok((offsets, end))
+}
+
+/// Refuses `n` arguments for a kernel taking another number.
+fn takes(entry: &Entry, n: usize) -> Result<()> {
+    if n != entry.params.len() {
+        return Err(Error::new(
+            Status::KernelArguments,
+            format!(
+                "kernel {} takes {} arguments, {n} were given",
+                entry.name,
+                entry.params.len(),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks argument `i` (`a`) against its parameter `p` of `entry`; places
+/// group-local memory after the `*end` bytes placed so far and returns
+/// its offset (0 for the other arguments).
+fn place(entry: &Entry, i: usize, p: &Param, a: &Arg, end: &mut usize) -> Result<u64> {
+    let wrong = |what: String| {
+        Error::new(
+            Status::KernelArguments,
+            format!("kernel {} argument {i}: {what}", entry.name),
+        )
+    };
+    match (p, a) {
+        (Param::Value(n), Arg::Bytes(b)) if *n == b.len() => Ok(0),
+        (Param::Value(n), Arg::Bytes(b)) => Err(wrong(format!(
+            "takes {n} bytes by value, {} were given",
+            b.len()
+        ))),
+        // PTX declares a pointer as a 64-bit value unless it marks it
+        // `.ptr`: such a parameter takes a device address too.
+        (Param::Pointer | Param::Value(8), Arg::Pointer(_)) => Ok(0),
+        (Param::Local(align), Arg::Local(size)) if *size > 0 => {
+            let at = end.next_multiple_of((*align).max(1));
+            *end = at + size;
+            Ok(at as u64)
+        }
+        (Param::Local(_), Arg::Local(_)) => Err(wrong("group-local memory of 0 bytes".into())),
+        (p, a) => Err(wrong(format!("takes {p:?}, was given {a:?}"))),
+    }
 }
 
 /// The shape of a launch: groups and work-items per group in each
@@ -242,23 +250,38 @@ pub struct Params {
 impl Params {
     /// Checks `args` against `entry`'s parameters and lays them out.
     pub fn new(entry: &Entry, args: &[Arg], shape: &Shape) -> Result<Params> {
-        let (offsets, smem) = local_layout(entry, args)?;
-        let smem = u32::try_from(smem).map_err(|_| {
-            Error::new(
-                Status::OutOfLocalMemory,
-                format!("{smem} bytes of group-local memory"),
-            )
-        })?;
-        let mut words: SmallVec<[u64; 16]> = SmallVec::with_capacity(args.len() + 2);
-        let mut at = SmallVec::with_capacity(args.len() + 1);
-        for (a, off) in args.iter().zip(offsets) {
+        Params::build(entry, args.len(), shape, |i| Ok(args[i]))
+    }
+
+    /// Checks `n` arguments against `entry`'s parameters and lays them
+    /// out in one pass, `arg(i)` giving argument `i` (or the reason it
+    /// cannot be given).
+    pub fn build<'a>(
+        entry: &Entry,
+        n: usize,
+        shape: &Shape,
+        mut arg: impl FnMut(usize) -> Result<Arg<'a>>,
+    ) -> Result<Params> {
+        takes(entry, n)?;
+        let mut words: SmallVec<[u64; 16]> = SmallVec::with_capacity(n + 2);
+        let mut at = SmallVec::with_capacity(n + 1);
+        let mut end = 0usize;
+        for (i, p) in entry.params.iter().enumerate() {
+            let a = arg(i)?;
+            let off = place(entry, i, p, &a, &mut end)?;
             at.push(words.len() as u32);
             match a {
                 Arg::Bytes(b) => push_bytes(&mut words, b),
-                Arg::Pointer(p) => words.push(*p),
+                Arg::Pointer(p) => words.push(p),
                 Arg::Local(_) => words.push(off),
             }
         }
+        let smem = u32::try_from(end).map_err(|_| {
+            Error::new(
+                Status::OutOfLocalMemory,
+                format!("{end} bytes of group-local memory"),
+            )
+        })?;
         at.push(words.len() as u32);
         let [ox, oy, oz] = shape.offset;
         let mut hidden = [0u8; OFFSET_BYTES];

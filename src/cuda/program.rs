@@ -202,21 +202,20 @@ impl Kern {
         ptr_of: impl Fn(crate::backend::MemH) -> u64,
     ) -> Result<(Arc<Function>, Params)> {
         let f = self.function(ordinal)?;
-        let mut list: SmallVec<[Arg; 8]> = SmallVec::with_capacity(args.len());
-        for (i, a) in args.iter().enumerate() {
-            list.push(arg_for(&self.entry, i, *a, &ptr_of).map_err(|e| {
+        let params = Params::build(&f.entry, args.len(), shape, |i| {
+            arg_for(&self.entry, i, args[i], &ptr_of).map_err(|e| {
                 Error::new(
                     e.status,
                     format!(
                         "setting argument {i} ({}) of kernel '{}' failed: {}",
-                        a.describe(),
+                        args[i].describe(),
                         self.name,
                         e.message
                     ),
                 )
-            })?);
-        }
-        Ok((f.clone(), Params::new(&f.entry, &list, shape)?))
+            })
+        })?;
+        Ok((f.clone(), params))
     }
 }
 
