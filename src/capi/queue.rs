@@ -207,17 +207,17 @@ unsafe fn args_from<'a>(
                     ));
                 }
                 // SAFETY: `size` readable bytes at `value` per the contract.
-                Ok(Arg::Scalar(unsafe {
+                Ok(Arg::Bytes(unsafe {
                     std::slice::from_raw_parts(a.value.cast::<u8>(), a.size)
                 }))
             }
-            SYRAH_ARG_USM => Ok(Arg::Usm(a.value)),
+            SYRAH_ARG_USM => Ok(Arg::Usm(a.value as usize)),
             SYRAH_ARG_LOCAL => Ok(Arg::Local(a.size)),
             SYRAH_ARG_ACCESSOR => accessor_ptrs
                 .get(a.size)
                 .map(|&(p, m)| match m {
                     Some(m) => Arg::Mem(crate::backend::MemH(m)),
-                    None => Arg::Usm(p as *const c_void),
+                    None => Arg::Usm(p),
                 })
                 .ok_or_else(|| {
                     Error::new(

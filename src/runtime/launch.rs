@@ -4,26 +4,17 @@ use super::context::Context;
 use super::event::Event;
 use super::program::{Kernel, KernelDeviceInfo};
 use super::queue::{LanePos, Queue, Submitted};
-use crate::backend::{ArgSet, EventH, MemH, QueueH};
+use crate::backend::{EventH, MemH, QueueH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::{check_local_memory, NdRange};
 use smallvec::SmallVec;
-use std::ffi::c_void;
 use std::sync::Arc;
 
-/// One kernel argument.
-#[derive(Clone, Copy, Debug)]
-pub enum Arg<'a> {
-    /// Bytes passed by value.
-    Scalar(&'a [u8]),
-    /// A USM pointer.
-    Usm(*const c_void),
-    /// Group-local memory of this many bytes.
-    Local(usize),
-    /// A memory object (a buffer's allocation on a device without USM).
-    Mem(MemH),
-}
+/// One kernel argument, as the back ends take it: bytes by value, a USM
+/// address (0: a null pointer), group-local memory of a size, or a memory
+/// object (a buffer's allocation on a device without USM).
+pub use crate::backend::ArgSet as Arg;
 
 /// Whether `SYRAH_VALIDATE=1` asked for the expensive checks.
 pub fn validating() -> bool {
@@ -85,7 +76,7 @@ impl Queue {
         let mut dynamic = Vec::new();
         for (i, a) in args.iter().enumerate() {
             match a {
-                Arg::Scalar([]) => {
+                Arg::Bytes([]) => {
                     return Err(Error::new(
                         Status::KernelArguments,
                         format!(
@@ -106,7 +97,7 @@ impl Queue {
                 Arg::Local(n) => dynamic.push(*n),
                 // A null pointer is passed as OpenCL's null global pointer,
                 // on every device.
-                Arg::Usm(p) if p.is_null() => {}
+                Arg::Usm(0) => {}
                 Arg::Usm(p) => {
                     if self.ctx.strategy == UsmStrategy::None {
                         return Err(Error::new(
@@ -118,13 +109,13 @@ impl Queue {
                             ),
                         ));
                     }
-                    if validating() && !p.is_null() {
+                    if validating() {
                         let reg = self.ctx.registry.lock();
-                        if reg.find(*p as usize).is_none() {
+                        if reg.find(*p).is_none() {
                             return Err(Error::new(
                                 Status::InvalidPointer,
                                 format!(
-                                    "argument {i} of kernel '{}' ({p:?}) is not inside a USM \
+                                    "argument {i} of kernel '{}' ({p:#x}) is not inside a USM \
                                      allocation of the queue's context",
                                     kernel.name
                                 ),
@@ -132,7 +123,7 @@ impl Queue {
                         }
                     }
                 }
-                Arg::Scalar(_) | Arg::Mem(_) => {}
+                Arg::Bytes(_) | Arg::Mem(_) => {}
             }
         }
         check_local_memory(
@@ -153,10 +144,9 @@ impl Queue {
         if driver.launch_takes_args() {
             // The arguments go with the launch: nothing is set on the
             // kernel, so nothing needs its lock.
-            let sets: SmallVec<[ArgSet<'_>; 8]> = args.iter().map(arg_set).collect();
             let (k, name) = (kernel.handle, &kernel.name);
             return self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
-                driver.enqueue_kernel_with(q, k, name, &sets, range, wl, ev)
+                driver.enqueue_kernel_with(q, k, name, args, range, wl, ev)
             });
         }
         let mut held = kernel.lock.lock();
@@ -182,11 +172,10 @@ pub(crate) fn set_args(
     let driver = ctx.platform.driver;
     let k = kernel.handle;
     for (i, a) in args.iter().enumerate() {
-        let set = arg_set(a);
-        if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, set) {
+        if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, *a) {
             e.message = format!(
                 "setting argument {i} ({}) of kernel '{}' failed: {}",
-                set.describe(),
+                a.describe(),
                 kernel.name,
                 e.message
             );
@@ -205,16 +194,6 @@ pub(crate) fn set_args(
         }
     }
     Ok(())
-}
-
-/// The back end's form of argument `a`.
-fn arg_set<'a>(a: &Arg<'a>) -> ArgSet<'a> {
-    match *a {
-        Arg::Scalar(b) => ArgSet::Bytes(b),
-        Arg::Local(n) => ArgSet::Local(n),
-        Arg::Mem(m) => ArgSet::Mem(m),
-        Arg::Usm(p) => ArgSet::Usm(p as usize),
-    }
 }
 
 /// Enqueues `kernel` (its arguments already set) over `range` on `q`

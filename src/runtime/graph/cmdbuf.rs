@@ -9,7 +9,7 @@
 //! the next replay enqueues the nodes one by one, the one after records a
 //! copy again.
 
-use crate::backend::{ArgSet, CommandH, Driver, RecordH};
+use crate::backend::{CommandH, Driver, RecordH};
 use crate::core::error::Result;
 use crate::runtime::launch::Arg;
 use crate::runtime::queue::Submitted;
@@ -76,18 +76,12 @@ impl Pool {
     /// can take the update in place (mutable, not pending); the others
     /// become stale. Submissions already made keep the old value.
     pub(crate) fn update(&mut self, node: usize, index: usize, arg: &Arg<'_>) {
-        let set = match *arg {
-            Arg::Scalar(b) => ArgSet::Bytes(b),
-            Arg::Local(n) => ArgSet::Local(n),
-            Arg::Usm(p) => ArgSet::Usm(p as usize),
-            Arg::Mem(m) => ArgSet::Mem(m),
-        };
         let mut kept = Vec::with_capacity(self.copies.len());
         for c in self.copies.drain(..) {
             let handle = c.handles.get(node).copied().unwrap_or(CommandH(0));
             let done = match self.driver {
                 Some(d) if handle.0 != 0 && c.free(true) => {
-                    d.update_recorded(c.cb, handle, index as u32, set)
+                    d.update_recorded(c.cb, handle, index as u32, *arg)
                 }
                 _ => false,
             };

@@ -137,13 +137,13 @@ pub(crate) fn args_of<'a>(
 ) -> Vec<Arg<'a>> {
     args.iter()
         .map(|a| match a {
-            NodeArg::Scalar(b) => Arg::Scalar(b),
-            NodeArg::Usm(p) => Arg::Usm(*p as *const std::ffi::c_void),
+            NodeArg::Scalar(b) => Arg::Bytes(b),
+            NodeArg::Usm(p) => Arg::Usm(*p),
             NodeArg::Local(n) => Arg::Local(*n),
             NodeArg::Accessor(i) => match accessors.get(*i) {
                 Some(&(_, Some(m))) => Arg::Mem(crate::backend::MemH(m)),
-                Some(&(p, None)) => Arg::Usm(p as *const std::ffi::c_void),
-                None => Arg::Usm(std::ptr::null()),
+                Some(&(p, None)) => Arg::Usm(p),
+                None => Arg::Usm(0),
             },
         })
         .collect()
