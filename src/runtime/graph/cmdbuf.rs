@@ -153,7 +153,6 @@ impl Pool {
         Ok(Some((oldest, true)))
     }
 
-    /// The driver refused to enqueue a pending command-buffer.
     /// Whether [`Pool::take`] would give a copy of a recording made for
     /// simultaneous use, rather than leave this submission to a replay of
     /// the nodes.
@@ -161,6 +160,7 @@ impl Pool {
         !(self.copies.is_empty() && self.replay_next)
     }
 
+    /// The driver refused to enqueue a pending command-buffer.
     pub(crate) fn refused_pending(&mut self) {
         self.no_reuse = true;
     }

@@ -374,7 +374,6 @@ impl ExecGraph {
         }
     }
 
-    /// Whether submissions are still being timed to choose the back end.
     /// What a submission keeps alive until it has run: this graph and
     /// the storages of the buffers it accesses, held as shared objects, so
     /// that back-to-back submissions of the graph on one lane keep one
@@ -393,6 +392,7 @@ impl ExecGraph {
         Held::Storages(all)
     }
 
+    /// Whether submissions are still being timed to choose the back end.
     pub(crate) fn choosing(&self) -> bool {
         self.backend == Backend::CommandBuffer
             && !command_buffers_forced()
