@@ -8,9 +8,6 @@ use crate::core::error::{Error, Result, Status};
 use smallvec::SmallVec;
 use std::ffi::{c_void, CString};
 
-/// Per-argument words of a launch, kept inline for the usual few.
-pub type Words = SmallVec<[u64; 8]>;
-
 /// A loaded module and its kernels' argument lists. The module is
 /// unloaded when dropped; the context it was loaded in must then still
 /// exist.
@@ -163,20 +160,6 @@ pub enum Arg<'a> {
     Pointer(u64),
     /// This many bytes of group-local memory.
     Local(usize),
-}
-
-/// Where each `__local` argument of a launch goes in dynamic shared
-/// memory (its offset, in argument order, 0 for the other arguments),
-/// and how many bytes that memory needs. An argument of the wrong kind or
-/// size is `Status::KernelArguments`, naming it.
-pub fn local_layout(entry: &Entry, args: &[Arg]) -> Result<(Words, usize)> {
-    takes(entry, args.len())?;
-    let mut offsets = Words::with_capacity(args.len());
-    let mut end = 0usize;
-    for (i, (p, a)) in entry.params.iter().zip(args).enumerate() {
-        offsets.push(place(entry, i, p, a, &mut end)?);
-    }
-    Ok((offsets, end))
 }
 
 /// Refuses `n` arguments for a kernel taking another number.
@@ -390,21 +373,44 @@ mod tests {
         ]
     }
 
+    fn shape() -> Shape {
+        Shape {
+            groups: [1; 3],
+            local: [1; 3],
+            offset: [5, 6, 7],
+            dims: 2,
+        }
+    }
+
+    /// The first word each argument's slot points at (a `__local`
+    /// argument's offset), and the dynamic shared memory, of a launch of
+    /// `entry` with `args`.
+    fn laid_out(entry: &Entry, args: &[Arg]) -> std::result::Result<(Vec<u64>, u32), String> {
+        let p = Params::new(entry, args, &shape()).map_err(|e| e.message)?;
+        let slots = p.slots();
+        let words = slots[..args.len()]
+            .iter()
+            // SAFETY: each slot points into `p`'s words, alive and unmoved.
+            .map(|&s| unsafe { *(s as *const u64) })
+            .collect();
+        Ok((words, p.smem))
+    }
+
     #[test]
     fn locals_are_laid_out_aligned_in_order() {
         let four = 7u32.to_ne_bytes();
-        let args = args(&four);
-        let got = local_layout(&entry(), &args)
-            .map(|(o, n)| (o.to_vec(), n))
-            .map_err(|e| e.message);
-        assert_eq!(got, Ok((vec![0, 0, 0, 16], 32)));
+        // The locals at offsets 0 and 16 (aligned to 8), 32 bytes in all.
+        assert_eq!(
+            laid_out(&entry(), &args(&four)),
+            Ok((vec![0x1000, 0, 7, 16], 32))
+        );
     }
 
     #[test]
     fn wrong_arguments_are_named() {
         let four = 7u32.to_ne_bytes();
         let msg = |args: &[Arg]| {
-            local_layout(&entry(), args)
+            Params::new(&entry(), args, &shape())
                 .err()
                 .map(|e| (e.status, e.message))
         };
@@ -457,13 +463,7 @@ mod tests {
     fn params_point_at_each_value_then_the_hidden_offset() {
         let four = 7u32.to_ne_bytes();
         let args = args(&four);
-        let shape = Shape {
-            groups: [1; 3],
-            local: [1; 3],
-            offset: [5, 6, 7],
-            dims: 2,
-        };
-        let p = Params::new(&entry(), &args, &shape).map_err(|e| e.message);
+        let p = Params::new(&entry(), &args, &shape()).map_err(|e| e.message);
         let Ok(p) = p else {
             panic!("refused: {p:?}", p = p.err());
         };
@@ -490,10 +490,9 @@ mod tests {
             params: vec![Param::Value(8), Param::Value(4)],
         };
         let four = 7u32.to_ne_bytes();
-        let got = local_layout(&e, &[Arg::Pointer(0x1000), Arg::Bytes(&four)])
-            .map(|(o, n)| (o.to_vec(), n));
-        assert_eq!(got.map_err(|e| e.message), Ok((vec![0, 0], 0)));
-        let narrow = local_layout(&e, &[Arg::Pointer(0x1000), Arg::Pointer(0x2000)]);
+        let got = laid_out(&e, &[Arg::Pointer(0x1000), Arg::Bytes(&four)]);
+        assert_eq!(got, Ok((vec![0x1000, 7], 0)));
+        let narrow = Params::new(&e, &[Arg::Pointer(0x1000), Arg::Pointer(0x2000)], &shape());
         assert_eq!(
             narrow.err().map(|e| e.message),
             Some("kernel k argument 1: takes Value(4), was given Pointer(8192)".into())
