@@ -16,7 +16,8 @@
  * finished: counted in whole windows from the last command of each
  * window), so the cost of the last window can be set against the first and
  * memory against work in flight. Every element of every buffer is checked
- * against a host model at the end.
+ * against a host model at the end. With libsyrah_clcalls.so loaded, the
+ * OpenCL calls of each side's last window are printed.
  *
  * usage: bench_dag P.D [groups] [buffers] [window] */
 #include "bench_common.h"
@@ -83,9 +84,10 @@ static int *model(void) {
 
 /* Records window `r->windows`, which began at `t0` with resident memory
  * `rss0`; `finished(k)` says whether window k's last command has finished. */
-static void window_done(result *r, double t0, double rss0, int (*finished)(int)) {
+static void window_done(result *r, double t0, double rss0, int (*finished)(int), const char *label) {
   double t = now_us();
   double grown = rss_mib() - rss0;
+  if (label) calls_end(label, (int)window, (t - t0) / (double)window);
   if (r->windows >= MAX_WINDOWS) return;
   r->us[r->windows] = (t - t0) / (double)window;
   r->rss_mib[r->windows] = (r->windows ? r->rss_mib[r->windows - 1] : 0) + grown;
@@ -148,8 +150,12 @@ static void sy_open(const char *spec, result *r) {
 static void sy_window(result *r, long from) {
   syrah_range one = syrah_range_1d(1);
   syrah_kernel_arg args[2] = {{SYRAH_ARG_ACCESSOR, 0, NULL}, {SYRAH_ARG_ACCESSOR, 1, NULL}};
-  double rss0 = rss_mib(), t0 = now_us();
+  const char *label = from + window >= groups ? "Syrah, last window" : NULL;
+  double rss0, t0;
   long i;
+  if (label) calls_begin();
+  rss0 = rss_mib();
+  t0 = now_us();
   for (i = from; i < from + window; ++i) {
     group g = next_group(&r->rng, i);
     syrah_event **ev = i + 1 == from + window ? &sy.last[r->windows] : NULL;
@@ -169,7 +175,7 @@ static void sy_window(result *r, long from) {
       SY_OK(syrah_queue_submit_kernel(sy.q, sy.k1, &one, acc, 1, args, 1, NULL, 0, ev));
     }
   }
-  window_done(r, t0, rss0, sy_finished);
+  window_done(r, t0, rss0, sy_finished, label);
 }
 
 static void sy_close(const int *expect, result *r) {
@@ -232,8 +238,12 @@ static void raw_open_side(unsigned p, unsigned d, result *r) {
 
 static void raw_window(result *r, long from) {
   size_t one = 1;
-  double rss0 = rss_mib(), t0 = now_us();
+  const char *label = from + window >= groups ? "raw, last window" : NULL;
+  double rss0, t0;
   long i;
+  if (label) calls_begin();
+  rss0 = rss_mib();
+  t0 = now_us();
   for (i = from; i < from + window; ++i) {
     group g = next_group(&r->rng, i);
     cl_event *ev = i + 1 == from + window ? &raw.last[r->windows] : NULL;
@@ -250,7 +260,7 @@ static void raw_window(result *r, long from) {
     }
     CL_OK(clFlush(raw.e.q));
   }
-  window_done(r, t0, rss0, raw_finished);
+  window_done(r, t0, rss0, raw_finished, label);
 }
 
 static void raw_close_side(const int *expect, result *r) {
