@@ -542,8 +542,21 @@ fn keep_once(list: &mut Vec<Held>, k: Held) {
             return;
         }
     }
+    // Kept in chunks that stay small allocations: growing one list to a
+    // run's length would ask the C allocator for a large chunk every few
+    // commands, which first merges every small chunk freed since.
+    if list.len() >= KEEP_CHUNK {
+        let full = std::mem::replace(list, Vec::with_capacity(KEEP_CHUNK));
+        list.push(Held::List(full));
+    } else if list.capacity() == 0 {
+        list.reserve_exact(KEEP_CHUNK);
+    }
     list.push(k);
 }
+
+/// Entries of one chunk of what a lane's commands without events keep.
+const KEEP_CHUNK: usize = 16;
+const _: () = assert!(std::mem::size_of::<Held>() * KEEP_CHUNK < 1024);
 
 #[cfg(test)]
 mod tests {
@@ -577,5 +590,30 @@ mod tests {
         assert_eq!(Arc::strong_count(&b), 5);
         drop(list);
         assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 1));
+    }
+
+    /// Counts the storages kept, chunks included.
+    fn kept(list: &[Held]) -> usize {
+        list.iter()
+            .map(|h| match h {
+                Held::List(l) => kept(l),
+                Held::Storages(s) => s.len(),
+                Held::Any(_) => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_long_run_is_kept_in_small_chunks() {
+        let all: Vec<Arc<u32>> = (0..100).map(Arc::new).collect();
+        let mut list = Vec::new();
+        for a in &all {
+            keep_once(&mut list, storages(&[a]));
+            assert!(list.len() <= KEEP_CHUNK && list.capacity() <= KEEP_CHUNK);
+        }
+        assert_eq!(kept(&list), 100);
+        assert!(all.iter().all(|a| Arc::strong_count(a) == 2));
+        drop(list);
+        assert!(all.iter().all(|a| Arc::strong_count(a) == 1));
     }
 }
