@@ -36,7 +36,9 @@ pub(crate) fn on_running_lane(ev: &Event, running: &[(u64, u64)]) -> bool {
 pub(crate) fn infer_completed<'a>(
     entries: impl Iterator<Item = &'a Entry>,
 ) -> SmallVec<[(u64, u64); 8]> {
-    let mut on: Vec<(u64, u64, &Arc<Event>)> = entries
+    // On the stack for the front window: a list this long on the heap
+    // would be a large chunk of the C allocator, costly to ask for.
+    let mut on: SmallVec<[(u64, u64, &Arc<Event>); INFER_WINDOW]> = entries
         .map(|e| &e.event)
         .filter(|ev| !ev.known_done())
         .filter_map(|ev| ev.lane_place().map(|(lane, seq)| (lane, seq, ev)))
