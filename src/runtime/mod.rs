@@ -7,6 +7,7 @@ pub mod context;
 pub mod event;
 pub mod graph;
 pub mod host_task;
+pub(crate) mod kernel_cache;
 pub mod launch;
 pub(crate) mod linger;
 pub mod pinned;

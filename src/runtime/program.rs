@@ -110,7 +110,25 @@ fn create_and_build(
     let compiled;
     let input = match kind {
         ProgramKind::Source if devices.iter().any(|d| d.compiler.is_some()) => {
-            compiled = compile_on_twin(devices, bytes, options)?;
+            let (binary, cached) = compile_on_twin(devices, bytes, options, true)?;
+            if cached {
+                // A kept binary that no longer builds (a changed driver
+                // reporting the same version, a damaged file) is dropped
+                // and the source compiled again.
+                match build(ctx, ProgramInput::Binary(&binary), options, devices) {
+                    Ok(built) => return Ok(built),
+                    Err(e) => {
+                        let fresh = compile_on_twin(devices, bytes, options, false)?.0;
+                        // The same binary failing again would fail alike:
+                        // that failure is the build's own.
+                        if fresh == binary {
+                            return Err(e);
+                        }
+                        return build(ctx, ProgramInput::Binary(&fresh), options, devices);
+                    }
+                }
+            }
+            compiled = binary;
             ProgramInput::Binary(&compiled)
         }
         ProgramKind::Source => ProgramInput::Source(bytes),
@@ -139,6 +157,16 @@ fn create_and_build(
             ProgramInput::Binary(bytes)
         }
     };
+    build(ctx, input, options, devices)
+}
+
+/// The program `input` builds for `devices`.
+fn build(
+    ctx: &Context,
+    input: ProgramInput<'_>,
+    options: &str,
+    devices: &[&'static Device],
+) -> Result<ProgramInner> {
     let labelled: Vec<_> = devices.iter().map(|d| (d.handle(), d.label())).collect();
     let driver = ctx.platform.driver;
     let handle = driver.build_program(ctx.handle(), &labelled, input, options)?;
@@ -151,8 +179,15 @@ fn create_and_build(
 
 /// OpenCL C compiled by the OpenCL device paired with `devices[0]` (its
 /// back end takes binaries only), as that device's binary: the source
-/// for every device of the build.
-fn compile_on_twin(devices: &[&'static Device], bytes: &[u8], options: &str) -> Result<Vec<u8>> {
+/// for every device of the build. With `use_kept`, a binary kept on disk
+/// by an earlier build of the same source, options and compiler is taken
+/// instead (then the flag returned is true), and a new one is kept.
+fn compile_on_twin(
+    devices: &[&'static Device],
+    bytes: &[u8],
+    options: &str,
+    use_kept: bool,
+) -> Result<(Vec<u8>, bool)> {
     /// The contexts on compiling devices, by platform and device index.
     type Twins = Vec<((usize, usize), Arc<Context>)>;
     static TWINS: Mutex<Twins> = Mutex::new(Vec::new());
@@ -176,6 +211,20 @@ fn compile_on_twin(devices: &[&'static Device], bytes: &[u8], options: &str) -> 
                 "a device's compiler names an unknown device",
             )
         })?;
+    let compiler = format!("{} / {} / {}", twin.name, twin.driver_version, twin.version);
+    let key = super::kernel_cache::Key {
+        compiler: &compiler,
+        options,
+        source: bytes,
+    };
+    let dir = super::kernel_cache::dir();
+    if let Some(dir) = &dir {
+        if !use_kept {
+            super::kernel_cache::forget(dir, &key);
+        } else if let Some(binary) = super::kernel_cache::load(dir, &key) {
+            return Ok((binary, true));
+        }
+    }
     let ctx = {
         let mut twins = TWINS.lock();
         match twins.iter().find(|(k, _)| *k == at) {
@@ -198,7 +247,13 @@ fn compile_on_twin(devices: &[&'static Device], bytes: &[u8], options: &str) -> 
             ),
         )
     })?;
-    p.binary(twin)
+    let binary = p.binary(twin)?;
+    if let Some(dir) = &dir {
+        // A cache that cannot be written (no room, no rights) only costs
+        // the next process this compilation again.
+        let _ = super::kernel_cache::store(dir, &key, &binary);
+    }
+    Ok((binary, false))
 }
 
 /// Per-device facts about a kernel, read when it is created.
