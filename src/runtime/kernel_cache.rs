@@ -11,6 +11,7 @@
 use std::ffi::OsString;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -104,7 +105,12 @@ pub fn load(dir: &Path, key: &Key<'_>) -> Option<Vec<u8>> {
 /// Keeps `binary` in `dir` for `key`, creating `dir` if needed.
 pub fn store(dir: &Path, key: &Key<'_>, binary: &[u8]) -> std::io::Result<()> {
     static SERIAL: AtomicU64 = AtomicU64::new(0);
-    std::fs::create_dir_all(dir)?;
+    // What is kept here is loaded and run as it is: the directories made
+    // are the user's alone.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     let name = file_name(key);
     let tmp = dir.join(format!(
         "{name}.{}.{}.tmp",
@@ -131,6 +137,7 @@ pub fn forget(dir: &Path, key: &Key<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn key<'a>(source: &'a [u8], options: &'a str) -> Key<'a> {
         Key {
@@ -153,6 +160,8 @@ mod tests {
         assert_eq!(load(&d, &k), None);
         store(&d, &k, b"binary one").expect("stored");
         assert_eq!(load(&d, &k).as_deref(), Some(b"binary one".as_slice()));
+        let mode = std::fs::metadata(&d).map(|m| m.permissions().mode() & 0o777);
+        assert_eq!(mode.ok(), Some(0o700));
         assert_eq!(
             load(&d, &key(b"__kernel void f() {} ", "-cl-fast-relaxed-math")),
             None
