@@ -343,6 +343,13 @@ pub trait Driver: Send + Sync {
     /// `timed`.
     fn create_queue(&self, ctx: ContextH, dev: DeviceH, timed: bool) -> Result<QueueH>;
 
+    /// A new in-order queue of `dev` in `ctx` for the runtime's own copies
+    /// of buffers' data; a back end may give an idle one it kept (such
+    /// queues come and go with buffers).
+    fn create_transfer_queue(&self, ctx: ContextH, dev: DeviceH) -> Result<QueueH> {
+        self.create_queue(ctx, dev, false)
+    }
+
     /// Gives back the runtime's reference to `q`; its commands still run.
     fn release_queue(&self, q: QueueH);
 

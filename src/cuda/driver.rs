@@ -242,7 +242,18 @@ impl Driver for Cuda {
         let d = ctx_of(ctx).device(dev.0 as i32).ok_or_else(|| {
             Error::invalid(format!("CUDA device {} is not in the context", dev.0))
         })?;
-        Ok(QueueH(Arc::into_raw(Stream::create(d, timed)?) as usize))
+        Ok(QueueH(
+            Arc::into_raw(Stream::create(d, timed, false)?) as usize
+        ))
+    }
+
+    fn create_transfer_queue(&self, ctx: ContextH, dev: DeviceH) -> Result<QueueH> {
+        let d = ctx_of(ctx).device(dev.0 as i32).ok_or_else(|| {
+            Error::invalid(format!("CUDA device {} is not in the context", dev.0))
+        })?;
+        Ok(QueueH(
+            Arc::into_raw(Stream::create(d, false, true)?) as usize
+        ))
     }
 
     fn release_queue(&self, q: QueueH) {

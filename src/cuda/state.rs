@@ -2,14 +2,17 @@
 //! current on each thread: a Syrah context is the primary contexts of its
 //! devices, and a Syrah queue lane is a stream of one of them, with a
 //! reference event that timestamps are measured from, and the commands
-//! held back on the host until what they wait for has happened.
+//! held back on the host until what they wait for has happened. Idle
+//! streams of dropped queues are kept for the runtime's transfer queues.
 //!
 //! CUDA handles are opaque identifiers that only the driver interprets,
 //! so passing them on is not a dereference by this code.
 
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::loader::{api, check, Api, CUcontext, CUevent, CUstream, CU_STREAM_NON_BLOCKING};
+use super::loader::{
+    api, check, Api, CUcontext, CUevent, CUstream, CUDA_SUCCESS, CU_STREAM_NON_BLOCKING,
+};
 use crate::backend::QueueH;
 use crate::core::error::Result;
 use parking_lot::{Condvar, Mutex};
@@ -197,14 +200,21 @@ impl Stream {
         }
     }
 
-    /// A new non-blocking stream of `dev`.
-    pub fn create(dev: DevCtx, timed: bool) -> Result<Arc<Stream>> {
+    /// A new non-blocking stream of `dev`; with `spare`, an idle one a
+    /// dropped queue left where there is one.
+    pub fn create(dev: DevCtx, timed: bool, spare: bool) -> Result<Arc<Stream>> {
         let api = api()?;
         make_current(api, dev.ctx)?;
-        let mut raw: CUstream = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid slot; the context is current.
-        let rc = unsafe { (api.cuStreamCreate)(&mut raw, CU_STREAM_NON_BLOCKING) };
-        check(api, rc, "cuStreamCreate")?;
+        let mut raw: CUstream = if spare {
+            spare_stream(dev.ctx)
+        } else {
+            std::ptr::null_mut()
+        };
+        if raw.is_null() {
+            // SAFETY: `raw` is a valid slot; the context is current.
+            let rc = unsafe { (api.cuStreamCreate)(&mut raw, CU_STREAM_NON_BLOCKING) };
+            check(api, rc, "cuStreamCreate")?;
+        }
         let mut s = Stream {
             raw,
             dev,
@@ -301,13 +311,45 @@ impl Drop for Stream {
             return;
         }
         // SAFETY: the stream and its reference event were made in
-        // `create` and are destroyed once; work still on the stream
-        // completes first.
+        // `create` and are destroyed (or the stream kept as a spare) once;
+        // work still on the stream completes first.
         unsafe {
             if !self.reference.is_null() {
                 (api.cuEventDestroy)(self.reference);
             }
+            // An idle stream is kept for a later transfer queue: nothing
+            // of this queue's can then still be on it.
+            if (api.cuStreamQuery)(self.raw) == CUDA_SUCCESS && keep_spare(self.dev.ctx, self.raw) {
+                return;
+            }
             (api.cuStreamDestroy)(self.raw);
         }
     }
+}
+
+/// Idle streams of dropped queues, by context, for the runtime's transfer
+/// queues: those come and go with buffers, and a new stream costs the
+/// driver microseconds each time. Primary contexts are never given back,
+/// so a kept stream stays valid.
+static SPARE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+const SPARE_MAX: usize = 32;
+
+/// A kept idle stream of `ctx`, or null.
+fn spare_stream(ctx: CUcontext) -> CUstream {
+    let mut spare = SPARE.lock();
+    match spare.iter().rposition(|&(c, _)| c == ctx as usize) {
+        Some(i) => spare.swap_remove(i).1 as CUstream,
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// Keeps idle stream `raw` of `ctx` for a later transfer queue; false when
+/// enough are kept already.
+fn keep_spare(ctx: CUcontext, raw: CUstream) -> bool {
+    let mut spare = SPARE.lock();
+    if spare.len() >= SPARE_MAX {
+        return false;
+    }
+    spare.push((ctx as usize, raw as usize));
+    true
 }

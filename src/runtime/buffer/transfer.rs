@@ -20,7 +20,7 @@ pub(crate) fn transfer_queue(st: &mut State, dev_index: usize) -> Result<Arc<Que
     if let Some(q) = &d.queue {
         return Ok(q.clone());
     }
-    let q = Queue::create(d.ctx.clone(), d.device, false, false, None)?;
+    let q = Queue::create_transfer(d.ctx.clone(), d.device)?;
     d.queue = Some(q.clone());
     Ok(q)
 }

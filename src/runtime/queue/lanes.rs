@@ -148,3 +148,11 @@ pub(crate) fn open_lane(ctx: &Context, device: &Device, timed: bool) -> Result<Q
         .driver
         .create_queue(ctx.handle(), device.handle(), timed)
 }
+
+/// A lane of a queue that moves buffers' data: the back end may give one
+/// it kept.
+pub(crate) fn open_transfer_lane(ctx: &Context, device: &Device) -> Result<QueueH> {
+    ctx.platform
+        .driver
+        .create_transfer_queue(ctx.handle(), device.handle())
+}

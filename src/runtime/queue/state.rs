@@ -156,6 +156,9 @@ pub struct Queue {
     pub(crate) lanes: Mutex<Lanes>,
     /// Lanes record timestamps.
     pub(crate) timed_lanes: bool,
+    /// The runtime's own queue for a buffer's copies: its lanes may be
+    /// idle ones the back end kept.
+    pub(crate) transfer: bool,
     pub in_order: bool,
     pub profiling: bool,
     /// Lanes for independent work.

@@ -2,7 +2,7 @@
 //! it with or without an event, and the events that stand for commands
 //! enqueued without one.
 
-use super::lanes::{lanes_for, open_lane};
+use super::lanes::{lanes_for, open_lane, open_transfer_lane};
 use super::state::{
     AsyncHandler, GroupLane, Held, Inflight, Keep, Lane, LanePos, Lanes, Queue, Submitted,
     GATED_LANES, QUIET_RUN, SCAN_MIN,
@@ -25,6 +25,26 @@ impl Queue {
         profiling: bool,
         handler: Option<(AsyncHandler, usize)>,
     ) -> Result<Arc<Queue>> {
+        Self::make(ctx, device, in_order, profiling, handler, false)
+    }
+
+    /// An out-of-order queue for the runtime's own copies of a buffer's
+    /// data on `device`: its lanes may be idle ones the back end kept.
+    pub(crate) fn create_transfer(
+        ctx: Arc<Context>,
+        device: &'static Device,
+    ) -> Result<Arc<Queue>> {
+        Self::make(ctx, device, false, false, None, true)
+    }
+
+    fn make(
+        ctx: Arc<Context>,
+        device: &'static Device,
+        in_order: bool,
+        profiling: bool,
+        handler: Option<(AsyncHandler, usize)>,
+        transfer: bool,
+    ) -> Result<Arc<Queue>> {
         ctx.require_device(device)?;
         if profiling && !device.profiling {
             return Err(Error::new(
@@ -34,7 +54,8 @@ impl Queue {
         }
         let timed = crate::runtime::trace::timing() && device.profiling;
         let timed_lanes = profiling || timed;
-        let first = open_lane(&ctx, device, timed_lanes)?;
+        let transfer = transfer && !timed_lanes;
+        let first = new_lane(&ctx, device, timed_lanes, transfer)?;
         let q = Arc::new_cyclic(|me| Queue {
             ctx: ctx.clone(),
             device,
@@ -45,6 +66,7 @@ impl Queue {
                 group: None,
             }),
             timed_lanes,
+            transfer,
             in_order,
             profiling,
             width: lanes_for(device),
@@ -392,7 +414,7 @@ impl Queue {
             || (blocking && n < most)
             || !(0..n).any(|i| usable(&lanes.list[i])) && n < most
         {
-            let cl = open_lane(&self.ctx, self.device, self.timed_lanes)?;
+            let cl = new_lane(&self.ctx, self.device, self.timed_lanes, self.transfer)?;
             lanes.list.push(Lane::new(cl));
             return Ok(n);
         }
@@ -523,6 +545,15 @@ impl Queue {
         };
         self.track(ev.clone(), keep);
         Ok(ev)
+    }
+}
+
+/// A lane for a queue: a transfer queue's may be one the back end kept.
+fn new_lane(ctx: &Context, device: &Device, timed: bool, transfer: bool) -> Result<QueueH> {
+    if transfer {
+        open_transfer_lane(ctx, device)
+    } else {
+        open_lane(ctx, device, timed)
     }
 }
 
