@@ -45,6 +45,17 @@ pub struct Cuda {
     allocs: Mutex<HashMap<usize, (AllocKind, usize)>>,
 }
 
+/// A queue handle for a stream of device `dev` of `ctx` (see
+/// `Stream::create`).
+fn stream_queue(ctx: ContextH, dev: DeviceH, timed: bool, spare: bool) -> Result<QueueH> {
+    let d = ctx_of(ctx)
+        .device(dev.0 as i32)
+        .ok_or_else(|| Error::invalid(format!("CUDA device {} is not in the context", dev.0)))?;
+    Ok(QueueH(
+        Arc::into_raw(Stream::create(d, timed, spare)?) as usize
+    ))
+}
+
 impl Cuda {
     /// The process's CUDA back end.
     pub fn get() -> &'static Cuda {
@@ -239,21 +250,11 @@ impl Driver for Cuda {
     }
 
     fn create_queue(&self, ctx: ContextH, dev: DeviceH, timed: bool) -> Result<QueueH> {
-        let d = ctx_of(ctx).device(dev.0 as i32).ok_or_else(|| {
-            Error::invalid(format!("CUDA device {} is not in the context", dev.0))
-        })?;
-        Ok(QueueH(
-            Arc::into_raw(Stream::create(d, timed, false)?) as usize
-        ))
+        stream_queue(ctx, dev, timed, false)
     }
 
     fn create_transfer_queue(&self, ctx: ContextH, dev: DeviceH) -> Result<QueueH> {
-        let d = ctx_of(ctx).device(dev.0 as i32).ok_or_else(|| {
-            Error::invalid(format!("CUDA device {} is not in the context", dev.0))
-        })?;
-        Ok(QueueH(
-            Arc::into_raw(Stream::create(d, false, true)?) as usize
-        ))
+        stream_queue(ctx, dev, false, true)
     }
 
     fn release_queue(&self, q: QueueH) {

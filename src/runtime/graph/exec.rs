@@ -219,7 +219,7 @@ impl ExecGraph {
         // replays node by node when its copies are all pending.
         for _ in 0..exec.plan.lanes.max(1) {
             // Owned by `exec` at once: released with it on a failure.
-            let lane = open_lane(&graph.ctx, graph.device, props != 0)?;
+            let lane = open_lane(&graph.ctx, graph.device, props != 0, false)?;
             exec.lanes.push(lane);
         }
         let mut kernels: Vec<Option<Arc<Kernel>>> = Vec::with_capacity(graph.nodes.len());

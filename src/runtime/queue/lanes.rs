@@ -142,17 +142,18 @@ pub(crate) fn next_lane_id() -> u64 {
 }
 
 /// An in-order queue of the back end on `device`, recording timestamps
-/// when `timed`.
-pub(crate) fn open_lane(ctx: &Context, device: &Device, timed: bool) -> Result<QueueH> {
-    ctx.platform
-        .driver
-        .create_queue(ctx.handle(), device.handle(), timed)
-}
-
-/// A lane of a queue that moves buffers' data: the back end may give one
-/// it kept.
-pub(crate) fn open_transfer_lane(ctx: &Context, device: &Device) -> Result<QueueH> {
-    ctx.platform
-        .driver
-        .create_transfer_queue(ctx.handle(), device.handle())
+/// when `timed`; for a queue that moves buffers' data (`transfer`, never
+/// timed), the back end may give one it kept.
+pub(crate) fn open_lane(
+    ctx: &Context,
+    device: &Device,
+    timed: bool,
+    transfer: bool,
+) -> Result<QueueH> {
+    let driver = ctx.platform.driver;
+    if transfer {
+        driver.create_transfer_queue(ctx.handle(), device.handle())
+    } else {
+        driver.create_queue(ctx.handle(), device.handle(), timed)
+    }
 }

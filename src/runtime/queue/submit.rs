@@ -2,7 +2,7 @@
 //! it with or without an event, and the events that stand for commands
 //! enqueued without one.
 
-use super::lanes::{lanes_for, open_lane, open_transfer_lane};
+use super::lanes::{lanes_for, open_lane};
 use super::state::{
     AsyncHandler, GroupLane, Held, Inflight, Keep, Lane, LanePos, Lanes, Queue, Submitted,
     GATED_LANES, QUIET_RUN, SCAN_MIN,
@@ -55,7 +55,7 @@ impl Queue {
         let timed = crate::runtime::trace::timing() && device.profiling;
         let timed_lanes = profiling || timed;
         let transfer = transfer && !timed_lanes;
-        let first = new_lane(&ctx, device, timed_lanes, transfer)?;
+        let first = open_lane(&ctx, device, timed_lanes, transfer)?;
         let q = Arc::new_cyclic(|me| Queue {
             ctx: ctx.clone(),
             device,
@@ -414,7 +414,7 @@ impl Queue {
             || (blocking && n < most)
             || !(0..n).any(|i| usable(&lanes.list[i])) && n < most
         {
-            let cl = new_lane(&self.ctx, self.device, self.timed_lanes, self.transfer)?;
+            let cl = open_lane(&self.ctx, self.device, self.timed_lanes, self.transfer)?;
             lanes.list.push(Lane::new(cl));
             return Ok(n);
         }
@@ -545,15 +545,6 @@ impl Queue {
         };
         self.track(ev.clone(), keep);
         Ok(ev)
-    }
-}
-
-/// A lane for a queue: a transfer queue's may be one the back end kept.
-fn new_lane(ctx: &Context, device: &Device, timed: bool, transfer: bool) -> Result<QueueH> {
-    if transfer {
-        open_transfer_lane(ctx, device)
-    } else {
-        open_lane(ctx, device, timed)
     }
 }
 
