@@ -246,17 +246,12 @@ impl Queue {
             if lanes.barrier.as_ref().is_some_and(|b| b.is_done()) {
                 lanes.barrier = None;
             }
-            // Built only where there is something to wait for: most
-            // launches have nothing.
-            let mut all: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
-            if !deps.is_empty() || !others.is_empty() || lanes.barrier.is_some() {
-                all.extend(
-                    deps.iter()
-                        .chain(&others)
-                        .chain(lanes.barrier.iter())
-                        .cloned(),
-                );
-            }
+            let all: SmallVec<[Arc<Event>; 8]> = deps
+                .iter()
+                .chain(&others)
+                .chain(lanes.barrier.iter())
+                .cloned()
+                .collect();
             let simple = all.iter().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
             let at = |lanes: &Lanes, id: u64| lanes.list.iter().position(|l| l.id == id);
             let chosen = match (simple, self.in_order, lanes.group, follow) {
@@ -274,14 +269,11 @@ impl Queue {
                     g.get_or_insert(i);
                 }
                 let lane = &mut lanes.list[i];
-                let mut wl: SmallVec<[EventH; 8]> = SmallVec::new();
-                if !all.is_empty() {
-                    wl.extend(
-                        all.iter()
-                            .filter(|d| d.waited_for_on(lane.id))
-                            .map(|d| d.handle),
-                    );
-                }
+                let wl: SmallVec<[EventH; 8]> = all
+                    .iter()
+                    .filter(|d| d.waited_for_on(lane.id))
+                    .map(|d| d.handle)
+                    .collect();
                 enqueue(lane.handle, &wl, None)?;
                 lane.seq += 1;
                 if let Some(k) = keep {
