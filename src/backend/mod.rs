@@ -244,6 +244,13 @@ pub trait Driver: Send + Sync {
     /// back end cannot (the callback is then never called).
     fn on_end(&self, e: EventH, f: EndCallback, user: *mut c_void) -> Result<()>;
 
+    /// Whether [`Driver::on_end`]'s callbacks come soon after the end, so
+    /// that nobody need look at the event meanwhile (OpenCL drivers may
+    /// call them milliseconds late).
+    fn ends_called_soon(&self) -> bool {
+        false
+    }
+
     /// Timestamp `which` of `e`, a command of a queue that records them.
     fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64>;
 

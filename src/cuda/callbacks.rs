@@ -20,6 +20,10 @@ pub trait Watched: Send + Sync {
     /// Its status as the seam gives it (`backend::COMPLETE`, `SUBMITTED`
     /// or a failure).
     fn status(&self) -> i32;
+
+    /// Told by a host function placed right after it: its stream has run
+    /// it, successfully (CUDA runs no host function after a failure).
+    fn reached(&self) {}
 }
 
 /// A callback waiting to be called on the callback thread.
@@ -60,8 +64,10 @@ pub enum Msg {
 }
 
 /// How long the callback thread sleeps between looks at watched events:
-/// from the first, doubling while none ends, up to the second.
-const NAP: (Duration, Duration) = (Duration::from_micros(10), Duration::from_micros(200));
+/// from the first, doubling while none ends, up to the second (the
+/// runtime leaves these events to it, so it looks as often as the
+/// runtime's own watcher would).
+const NAP: (Duration, Duration) = (Duration::from_micros(10), Duration::from_micros(20));
 
 /// The callback thread: calls what it is given, and watches events.
 fn callback_loop(rx: Receiver<Msg>) {
@@ -134,7 +140,9 @@ unsafe extern "C" fn stream_reached(user: *mut c_void) {
     // SAFETY: `user` is the Box made in `at_tail`, given to exactly one
     // host function.
     let p = unsafe { Box::from_raw(user as *mut Pending) };
-    // No CUDA call here: the callback thread takes it from now on.
+    // No CUDA call here: the event learns that it has ended (so nobody
+    // asks the driver again), and the callback thread takes it from now on.
+    p.ev.reached();
     send(Msg::Call(*p));
 }
 

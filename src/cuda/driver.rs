@@ -129,6 +129,11 @@ impl Driver for Cuda {
         events::on_end(e, f, user)
     }
 
+    /// A host function after the command, or the callback thread looking.
+    fn ends_called_soon(&self) -> bool {
+        true
+    }
+
     fn timestamp(&self, e: EventH, which: Stamp) -> Result<u64> {
         events::timestamp(e, which)
     }

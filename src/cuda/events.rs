@@ -320,6 +320,10 @@ impl Watched for Ev {
             Kind::User { .. } => COMPLETE,
         }
     }
+
+    fn reached(&self) {
+        self.ended_now();
+    }
 }
 
 /// The runtime's handle to `ev`.

@@ -1,7 +1,8 @@
 //! Running host-side work once a command completes, soon after it does.
 //!
-//! Drivers call completion callbacks late: NVIDIA's come 1-2 ms after the
-//! command finished. So besides registering the callback, a watcher thread
+//! OpenCL drivers call completion callbacks late: NVIDIA's come 1-2 ms
+//! after the command finished. So besides registering the callback (where
+//! the back end does not call it soon itself), a watcher thread
 //! looks at the status of the oldest commands being watched every 20 µs
 //! while there are any (and sleeps otherwise); whichever sees the
 //! completion first runs the work, exactly once.
@@ -69,26 +70,32 @@ fn watch_loop() {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0);
     }
     let mut ready: Vec<Arc<Once>> = Vec::new();
+    let mut looked: Vec<(Arc<Event>, Arc<Once>)> = Vec::with_capacity(PER_LOOK);
     loop {
         {
             let mut pending = WATCHED.pending.lock();
             while pending.is_empty() {
                 WATCHED.wake.wait(&mut pending);
             }
-            let mut waiting = Vec::new();
-            for _ in 0..PER_LOOK {
-                let Some((ev, once)) = pending.pop_front() else {
-                    break;
-                };
-                if once.taken() {
-                    continue;
-                }
-                if ev.is_done() {
-                    ready.push(once);
-                } else {
-                    waiting.push((ev, once));
-                }
+            let n = pending.len().min(PER_LOOK);
+            looked.extend(pending.drain(..n));
+        }
+        // Asked without the lock: a status query can take microseconds,
+        // and submitting threads take the lock to add what they watch.
+        let mut waiting = Vec::new();
+        for (ev, once) in looked.drain(..) {
+            if once.taken() {
+                continue;
             }
+            if ev.is_done() {
+                ready.push(once);
+            } else {
+                waiting.push((ev, once));
+            }
+        }
+        if !waiting.is_empty() {
+            // Back in front, oldest first, of what was added meanwhile.
+            let mut pending = WATCHED.pending.lock();
             for w in waiting.into_iter().rev() {
                 pending.push_front(w);
             }
@@ -129,6 +136,9 @@ pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
         // SAFETY: the callback was not registered: the reference is taken
         // back here instead.
         drop(unsafe { Arc::from_raw(raw as *const Once) });
+    }
+    if registered && ev.driver.ends_called_soon() {
+        return Ok(());
     }
     if watcher_started() {
         WATCHED.pending.lock().push_back((ev.clone(), once));
