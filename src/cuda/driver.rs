@@ -211,13 +211,7 @@ impl Driver for Cuda {
     }
 
     fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {
-        let a = match arg {
-            ArgSet::Bytes(b) => OwnedArg::Bytes(b.into()),
-            ArgSet::Local(n) => OwnedArg::Local(n),
-            ArgSet::Usm(p) => OwnedArg::Pointer(p as u64),
-            ArgSet::Mem(m) => OwnedArg::Pointer(mem_of(m).ptr),
-        };
-        graph::update(r, c, index, a)
+        graph::update(r, c, index, OwnedArg::of(arg, |m| mem_of(m).ptr))
     }
 
     fn release_recorded(&self, r: RecordH) {

@@ -9,7 +9,7 @@ use super::loader::api;
 use super::module::{launch, Arg, Function, LaunchStream, Module, Params, Shape};
 use super::ptx::{Entry, Param};
 use super::state::{make_current, Ctx};
-use crate::backend::{ArgSet, EventH, QueueH};
+use crate::backend::{ArgSet, EventH, MemH, QueueH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::NdRange;
 use parking_lot::Mutex;
@@ -268,6 +268,17 @@ pub enum OwnedArg {
 }
 
 impl OwnedArg {
+    /// `arg` kept beyond the call that gave it, a memory object as its
+    /// address (`ptr_of`).
+    pub fn of(arg: ArgSet<'_>, ptr_of: impl Fn(MemH) -> u64) -> OwnedArg {
+        match arg {
+            ArgSet::Bytes(b) => OwnedArg::Bytes(b.into()),
+            ArgSet::Local(n) => OwnedArg::Local(n),
+            ArgSet::Usm(p) => OwnedArg::Pointer(p as u64),
+            ArgSet::Mem(m) => OwnedArg::Pointer(ptr_of(m)),
+        }
+    }
+
     pub fn as_arg(&self) -> Arg<'_> {
         match self {
             OwnedArg::Bytes(b) => Arg::Bytes(b),
