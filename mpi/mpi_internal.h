@@ -41,7 +41,7 @@ struct pending {
   void *data;              /* a receive's destination */
   int peer, tag;
   size_t bytes;
-  void *owned;             /* freed when the transfer completes */
+  void *owned;             /* staging memory, freed when the transfer completes */
   op *op;                  /* a receive's op, told of the outcome */
   syrah_event *done;       /* a user event completed with the transfer */
   pending *next;
@@ -86,5 +86,13 @@ SM_HIDDEN syrah_status sm_user_event(const syrah_queue *queue, syrah_event **out
 SM_HIDDEN syrah_status sm_post_staged_recv(const syrah_queue *queue, op *o);
 /* Frees an op whose receive was never posted, failing its user event. */
 SM_HIDDEN void sm_drop_unposted(op *o);
+/* `bytes` of host memory to stage a transfer of `queue` through (pinned
+ * where it can be; NULL where there is no memory), and its return
+ * (syrah_mpi_staging.c). */
+SM_HIDDEN void *sm_staging_alloc(const syrah_queue *queue, size_t bytes);
+SM_HIDDEN void sm_staging_free(void *p);
+/* Staging memory is kept for reuse while a communicator exists. */
+SM_HIDDEN void sm_staging_comm_created(void);
+SM_HIDDEN void sm_staging_comm_released(void);
 
 #endif

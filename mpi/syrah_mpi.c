@@ -49,7 +49,7 @@ void sm_op_unref(op *o) {
   pthread_mutex_unlock(&o->comm->lock);
   if (last) {
     if (o->arrived) syrah_event_release(o->arrived);
-    free(o->staging);
+    sm_staging_free(o->staging);
     free(o);
   }
 }
@@ -116,7 +116,7 @@ static void complete(syrah_mpi_comm *c, pending *p, const char *msg) {
     syrah_user_event_complete(p->done, msg[0] != '\0');
     syrah_event_release(p->done);
   }
-  free(p->owned);
+  sm_staging_free(p->owned);
   free(p);
 }
 
@@ -285,6 +285,7 @@ syrah_status syrah_mpi_comm_create(MPI_Comm comm, syrah_mpi_comm **out_comm) {
     free(c);
     return sm_fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "could not start the MPI progress thread");
   }
+  sm_staging_comm_created();
   *out_comm = c;
   return SYRAH_SUCCESS;
 }
@@ -319,6 +320,7 @@ syrah_status syrah_mpi_comm_release(syrah_mpi_comm *comm) {
   pthread_mutex_destroy(&comm->lock);
   pthread_cond_destroy(&comm->changed);
   free(comm);
+  sm_staging_comm_released();
   return s;
 }
 
@@ -395,7 +397,7 @@ syrah_status sm_user_event(const syrah_queue *queue, syrah_event **out) {
 syrah_status sm_post_staged_recv(const syrah_queue *queue, op *o) {
   syrah_status s = sm_user_event(queue, &o->arrived);
   if (s != SYRAH_SUCCESS) return s;
-  o->staging = malloc(o->bytes);
+  o->staging = sm_staging_alloc(queue, o->bytes);
   if (!o->staging)
     return sm_fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory to receive %zu bytes", o->bytes);
   o->refs = 2;
@@ -409,7 +411,7 @@ void sm_drop_unposted(op *o) {
     syrah_user_event_complete(o->arrived, true);
     syrah_event_release(o->arrived);
   }
-  free(o->staging);
+  sm_staging_free(o->staging);
   free(o);
 }
 

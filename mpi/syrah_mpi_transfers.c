@@ -79,7 +79,7 @@ static void send_copied(op *o, int from_copy) {
   pthread_cond_broadcast(&o->comm->changed);
   pthread_mutex_unlock(&o->comm->lock);
   if (o->copied) syrah_event_release(o->copied);
-  free(o->staging);
+  sm_staging_free(o->staging);
   free(o);
 }
 
@@ -100,7 +100,7 @@ syrah_status syrah_mpi_send(const syrah_queue *queue, syrah_mpi_comm *comm, cons
                 "a send reads its region: mode %u is not read (1) or read_write (3)", region->mode);
   s = region_op(comm, region, dest, tag, &o);
   if (s != SYRAH_SUCCESS) return s;
-  o->staging = malloc(o->bytes);
+  o->staging = sm_staging_alloc(queue, o->bytes);
   if (!o->staging) {
     size_t bytes = o->bytes;
     free(o);
@@ -119,7 +119,7 @@ syrah_status syrah_mpi_send(const syrah_queue *queue, syrah_mpi_comm *comm, cons
     --comm->unstarted;
     pthread_cond_broadcast(&comm->changed);
     pthread_mutex_unlock(&comm->lock);
-    free(o->staging);
+    sm_staging_free(o->staging);
     free(o);
     return s;
   }
@@ -230,7 +230,7 @@ static void usm_release(void *user) {
     syrah_event_release(u->done);
   }
   if (u->op) sm_op_unref(u->op);
-  free(u->owned);
+  sm_staging_free(u->owned);
   free(u);
 }
 
@@ -291,13 +291,13 @@ syrah_status syrah_mpi_send_usm(const syrah_queue *queue, syrah_mpi_comm *comm, 
     return usm_direct(queue, comm, 0, (void *)pointer, size, dest, tag, dependencies, dependency_count, out_event);
   /* Device memory: a copy to host memory first, then the send from there. */
   u = (usm_task *)calloc(1, sizeof *u);
-  if (!u || !(u->owned = malloc(size))) {
+  if (!u || !(u->owned = sm_staging_alloc(queue, size))) {
     free(u);
     return sm_fail(SYRAH_ERROR_OUT_OF_HOST_MEMORY, "no host memory to stage %zu bytes for MPI", size);
   }
   s = syrah_queue_memcpy(queue, u->owned, pointer, size, dependencies, dependency_count, &copied);
   if (s != SYRAH_SUCCESS) {
-    free(u->owned);
+    sm_staging_free(u->owned);
     free(u);
     return s;
   }
