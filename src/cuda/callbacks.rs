@@ -1,19 +1,19 @@
 //! The CUDA back end's callback thread: it calls the runtime's callbacks
-//! at events' ends, as a stream's host function may not call CUDA. A host
-//! function on the stream tells it that a command has ended; an event
-//! with later commands on its stream is watched instead (asked about
-//! until it has ended), since a host function behind those commands would
-//! wait for them too.
+//! at events' ends. It asks the driver about the events it watches: right
+//! after it was given one or saw one end it keeps asking without sleeping
+//! for a while, then between naps. A host function on the stream could
+//! tell it without asking, but on an H100 a chain of short commands that
+//! goes through the host each step took half as long again that way: a
+//! host function costs microseconds to enqueue, runs well after the
+//! command, and the thread it wakes takes more to run.
 
-use super::loader::{Api, CUDA_SUCCESS};
-use super::state::Stream;
 use crate::backend::{EndCallback, SUBMITTED};
 use crate::core::error::{Error, Result, Status};
 use parking_lot::Mutex;
 use std::ffi::c_void;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// An event the callback thread can ask about.
 pub trait Watched: Send + Sync {
@@ -21,9 +21,9 @@ pub trait Watched: Send + Sync {
     /// or a failure).
     fn status(&self) -> i32;
 
-    /// Told by a host function placed right after it: its stream has run
-    /// it, successfully (CUDA runs no host function after a failure).
-    fn reached(&self) {}
+    /// Its place in an order of events that end in that order (a stream,
+    /// and the command's place there); `None` where it has none.
+    fn order(&self) -> Option<(usize, u64)>;
 }
 
 /// A callback waiting to be called on the callback thread.
@@ -55,6 +55,34 @@ impl Pending {
     }
 }
 
+/// Splits `watched` into the events that have ended and the rest. The
+/// driver is not asked about an event that comes after one of its stream
+/// found still running: it cannot have ended either.
+fn sweep(watched: Vec<Pending>) -> (Vec<Pending>, Vec<Pending>) {
+    // Per stream, the earliest place found still running.
+    let mut running: smallvec::SmallVec<[(usize, u64); 8]> = smallvec::SmallVec::new();
+    let (mut done, mut left) = (Vec::new(), Vec::with_capacity(watched.len()));
+    for p in watched {
+        let order = p.ev.order();
+        let behind = order
+            .is_some_and(|(key, at)| running.iter().any(|&(k, first)| k == key && first <= at));
+        if behind {
+            left.push(p);
+        } else if p.ended() {
+            done.push(p);
+        } else {
+            if let Some((key, at)) = order {
+                match running.iter_mut().find(|(k, _)| *k == key) {
+                    Some(r) => r.1 = r.1.min(at),
+                    None => running.push((key, at)),
+                }
+            }
+            left.push(p);
+        }
+    }
+    (done, left)
+}
+
 /// What the callback thread is told.
 pub enum Msg {
     /// The event has ended: call now.
@@ -69,13 +97,26 @@ pub enum Msg {
 /// runtime's own watcher would).
 const NAP: (Duration, Duration) = (Duration::from_micros(10), Duration::from_micros(20));
 
+/// How long the callback thread keeps looking at watched events without
+/// sleeping after it was given one or saw one end: a command's end comes
+/// that soon in a chain of short commands, and a sleep would add the
+/// time the thread takes to wake up.
+const SPIN: Duration = Duration::from_micros(100);
+
 /// The callback thread: calls what it is given, and watches events.
 fn callback_loop(rx: Receiver<Msg>) {
     let mut watched: Vec<Pending> = Vec::new();
     let mut nap = NAP.0;
+    let mut busy = Instant::now();
     loop {
+        let spinning = busy.elapsed() < SPIN;
         let msg = if watched.is_empty() {
             rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else if spinning {
+            rx.try_recv().map_err(|e| match e {
+                TryRecvError::Empty => RecvTimeoutError::Timeout,
+                TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+            })
         } else {
             rx.recv_timeout(nap)
         };
@@ -84,19 +125,22 @@ fn callback_loop(rx: Receiver<Msg>) {
             Ok(Msg::Watch(p)) => {
                 watched.push(p);
                 nap = NAP.0;
+                busy = Instant::now();
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
-        let (done, left): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut watched)
-            .into_iter()
-            .partition(Pending::ended);
+        let (done, left) = sweep(std::mem::take(&mut watched));
         watched = left;
-        nap = if done.is_empty() {
-            (nap * 2).min(NAP.1)
+        if done.is_empty() {
+            nap = (nap * 2).min(NAP.1);
+            if spinning {
+                std::thread::yield_now();
+            }
         } else {
-            NAP.0
-        };
+            nap = NAP.0;
+            busy = Instant::now();
+        }
         for p in done {
             p.call();
         }
@@ -133,30 +177,5 @@ pub fn started() -> Result<()> {
 pub fn send(m: Msg) {
     if let Some(tx) = callbacks() {
         let _ = tx.lock().send(m);
-    }
-}
-
-unsafe extern "C" fn stream_reached(user: *mut c_void) {
-    // SAFETY: `user` is the Box made in `at_tail`, given to exactly one
-    // host function.
-    let p = unsafe { Box::from_raw(user as *mut Pending) };
-    // No CUDA call here: the event learns that it has ended (so nobody
-    // asks the driver again), and the callback thread takes it from now on.
-    p.ev.reached();
-    send(Msg::Call(*p));
-}
-
-/// Puts `p` on `s` (current, its tail held, the event's command its
-/// last) as a host function; gives `p` back where CUDA refused.
-pub fn at_tail(api: &Api, s: &Stream, p: Pending) -> std::result::Result<(), Pending> {
-    let p = Box::into_raw(Box::new(p));
-    // SAFETY: a live stream; the host function owns `p` once it runs,
-    // right after the command.
-    let rc = unsafe { (api.cuLaunchHostFunc)(s.raw, stream_reached, p as *mut c_void) };
-    if rc == CUDA_SUCCESS {
-        Ok(())
-    } else {
-        // SAFETY: the launch failed, so `p` is still ours.
-        Err(*unsafe { Box::from_raw(p) })
     }
 }

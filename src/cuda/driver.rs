@@ -129,7 +129,7 @@ impl Driver for Cuda {
         events::on_end(e, f, user)
     }
 
-    /// A host function after the command, or the callback thread looking.
+    /// The callback thread looks at the events it is given (`callbacks`).
     fn ends_called_soon(&self) -> bool {
         true
     }

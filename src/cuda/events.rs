@@ -14,7 +14,7 @@
 
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::callbacks::{at_tail, send, started, Msg, Pending, Watched};
+use super::callbacks::{send, started, Msg, Pending, Watched};
 use super::loader::{
     api, check, take_last_failure, Api, CUevent, CUstream, CUDA_ERROR_NOT_READY,
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
@@ -196,10 +196,7 @@ impl Ev {
         };
         let later = self.settle(|| state.store(RECORDED, Ordering::Release));
         for (f, user) in later.callbacks {
-            let p = Pending::new(self.clone(), f, user);
-            if let Err(p) = at_tail(api, s, p) {
-                send(Msg::Watch(p));
-            }
+            send(Msg::Watch(Pending::new(self.clone(), f, user)));
         }
         woken.extend(later.waiters);
         Ok(())
@@ -321,8 +318,13 @@ impl Watched for Ev {
         }
     }
 
-    fn reached(&self) {
-        self.ended_now();
+    fn order(&self) -> Option<(usize, u64)> {
+        match &self.kind {
+            Kind::Command { stream, seq, .. } => {
+                Some((Arc::as_ptr(stream) as usize, seq.load(Ordering::Acquire)))
+            }
+            Kind::User { .. } => None,
+        }
     }
 }
 
@@ -510,19 +512,7 @@ pub fn on_end(e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
         } if state.load(Ordering::Acquire) == RECORDED
             && !stream.reached(seq.load(Ordering::Acquire)) =>
         {
-            let api = api()?;
-            make_current(api, stream.dev.ctx)?;
-            let tail = stream.tail.lock();
-            let p = if tail.count == seq.load(Ordering::Acquire) {
-                match at_tail(api, stream, p) {
-                    Ok(()) => return Ok(()),
-                    Err(p) => p,
-                }
-            } else {
-                p
-            };
-            drop(tail);
-            send(Msg::Watch(p));
+            send(Msg::Watch(p))
         }
         _ => send(Msg::Call(p)),
     }
