@@ -67,6 +67,7 @@ def plan(dev, gpu, quick):
             ("bench_driver", [dev, "100"]),
             ("bench_graph", [dev, "5", "50", "3"]),
             ("bench_usm_roundtrip", [dev, "3", "4"]),
+            ("bench_hop", [dev, "200", "3"]),
         ]
     return [
         ("bench_submit", [dev, "100000", "10000"]),
@@ -79,6 +80,7 @@ def plan(dev, gpu, quick):
         ("bench_coherence", [dev]),
         ("bench_dag", [dev, "1000000", "1000", "10000"]),
         ("bench_usm_roundtrip", [dev, "9", "64"]),
+        ("bench_hop", [dev, "2000", "5"]),
         # Runs on processors move more between rounds (see the raw against
         # raw runs): more rounds there.
         ("bench_apps", [dev, "4", "7"] if gpu else [dev, "2", "15"]),
