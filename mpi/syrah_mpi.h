@@ -40,7 +40,10 @@ syrah_status syrah_mpi_comm_create(MPI_Comm comm, syrah_mpi_comm **out_comm);
 
 /* Waits for every transfer started on `comm`, then frees it (collective
  * over the communicator it was made from). Returns the first failure not
- * reported yet, as syrah_mpi_comm_wait does. */
+ * reported yet, as syrah_mpi_comm_wait does. Releasing the last
+ * communicator also waits for the copies of arrived messages into their
+ * regions and USM, then frees the pinned memory transfers staged
+ * through (as syrah_free does, after the contexts' queued commands). */
 syrah_status syrah_mpi_comm_release(syrah_mpi_comm *comm);
 
 /* Waits until every transfer started on `comm` so far has completed in

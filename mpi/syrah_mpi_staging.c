@@ -1,10 +1,16 @@
 /* Host memory that the MPI companion's transfers stage through: pinned
  * memory of the queue's context where Syrah can make it, so that copies
  * between the device and the staging memory go straight to the device's
- * copy engine, and kept for the next transfer of a like size while a
- * communicator exists (a halo exchange stages the same sizes every
- * iteration, and pinning memory costs far more than a copy). Ordinary
- * memory where pinning fails. */
+ * copy engine, kept for the next transfer of a like size (a halo exchange
+ * stages the same sizes every iteration, and pinning memory costs far
+ * more than a copy). Ordinary memory for transfers over PINNED_MAX bytes
+ * (the runtime stages those through its own pinned chunks) and where
+ * pinning fails.
+ *
+ * Pinned memory is freed only when the last communicator is released, on
+ * the caller's thread, once every block has come back: freeing USM may
+ * wait for the context's queued commands, which must never happen on the
+ * progress thread or in a runtime callback, where blocks come back. */
 #define _POSIX_C_SOURCE 200809L
 #include "mpi_internal.h"
 
@@ -22,13 +28,13 @@ typedef struct block {
 /* Room for the header, keeping the bytes as aligned as the allocation. */
 #define HEADER 64
 
-/* Blocks kept at most, and their bytes. */
-#define KEEP_BLOCKS 64
-#define KEEP_BYTES ((size_t)64 << 20)
+/* The largest transfer staged through pinned memory. */
+#define PINNED_MAX ((size_t)16 << 20)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t returned = PTHREAD_COND_INITIALIZER;
 static block *kept;
-static size_t kept_blocks, kept_bytes;
+static size_t out; /* pinned blocks handed out and not yet back */
 static int live_comms;
 
 static void *bytes_of(block *b) { return (char *)b + HEADER; }
@@ -48,15 +54,14 @@ void *sm_staging_alloc(const syrah_queue *queue, size_t bytes) {
   block **at, *b = NULL;
   void *p = NULL;
   if (bytes > SIZE_MAX - HEADER) return NULL;
-  if (syrah_queue_get_context(queue, &ctx) != SYRAH_SUCCESS) ctx = NULL;
+  if (bytes > PINNED_MAX || syrah_queue_get_context(queue, &ctx) != SYRAH_SUCCESS) ctx = NULL;
   pthread_mutex_lock(&lock);
   /* A kept block of this context, large enough and not twice too large. */
   for (at = &kept; *at; at = &(*at)->next)
-    if ((*at)->ctx == ctx && (*at)->cap >= bytes && (*at)->cap / 2 <= bytes) {
+    if (ctx && (*at)->ctx == ctx && (*at)->cap >= bytes && (*at)->cap / 2 <= bytes) {
       b = *at;
       *at = b->next;
-      --kept_blocks;
-      kept_bytes -= b->cap;
+      ++out;
       break;
     }
   pthread_mutex_unlock(&lock);
@@ -68,6 +73,9 @@ void *sm_staging_alloc(const syrah_queue *queue, size_t bytes) {
   if (p) {
     b = (block *)p;
     b->ctx = ctx; /* the block keeps the reference */
+    pthread_mutex_lock(&lock);
+    ++out;
+    pthread_mutex_unlock(&lock);
   } else {
     if (ctx) syrah_context_release(ctx);
     b = (block *)malloc(HEADER + bytes);
@@ -83,16 +91,16 @@ void sm_staging_free(void *p) {
   block *b;
   if (!p) return;
   b = (block *)((char *)p - HEADER);
-  pthread_mutex_lock(&lock);
-  if (b->ctx && live_comms > 0 && kept_blocks < KEEP_BLOCKS && kept_bytes + b->cap <= KEEP_BYTES) {
-    b->next = kept;
-    kept = b;
-    ++kept_blocks;
-    kept_bytes += b->cap;
-    b = NULL;
+  if (!b->ctx) {
+    free(b);
+    return;
   }
+  pthread_mutex_lock(&lock);
+  b->next = kept;
+  kept = b;
+  --out;
+  pthread_cond_broadcast(&returned);
   pthread_mutex_unlock(&lock);
-  if (b) release_block(b);
 }
 
 void sm_staging_comm_created(void) {
@@ -105,10 +113,13 @@ void sm_staging_comm_released(void) {
   block *all = NULL;
   pthread_mutex_lock(&lock);
   if (--live_comms == 0) {
-    all = kept;
-    kept = NULL;
-    kept_blocks = 0;
-    kept_bytes = 0;
+    /* The copies of arrived messages into their regions may still hold
+     * blocks (comm_wait saw every transfer end in MPI). */
+    while (out > 0 && live_comms == 0) pthread_cond_wait(&returned, &lock);
+    if (live_comms == 0) {
+      all = kept;
+      kept = NULL;
+    }
   }
   pthread_mutex_unlock(&lock);
   while (all) {
