@@ -16,7 +16,7 @@
 
 use super::callbacks::{send, started, Msg, Pending, Watched};
 use super::loader::{
-    api, check, take_last_failure, Api, CUevent, CUstream, CUDA_ERROR_NOT_READY,
+    api, check, take_last_failure, Api, CUcontext, CUevent, CUstream, CUDA_ERROR_NOT_READY,
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
 };
 use super::state::{host_ns, make_current, Stream};
@@ -100,7 +100,25 @@ unsafe impl Sync for Ev {}
 /// Signals waiters of events that were not yet on a device.
 static SETTLED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
 
-fn create_event(api: &Api, timing: bool) -> Result<CUevent> {
+/// Events of ended commands kept for later ones, with their context and
+/// whether they time: making and destroying one costs two driver calls per
+/// command, each slow under NVIDIA's multi-process service. A kept event
+/// is recorded again; nothing asks about its earlier record any more.
+static SPARE: Mutex<Vec<(usize, bool, usize)>> = Mutex::new(Vec::new());
+/// Events kept at most.
+const SPARE_MAX: usize = 256;
+
+/// An event of `ctx` (current) that times or not.
+fn create_event(api: &Api, ctx: CUcontext, timing: bool) -> Result<CUevent> {
+    {
+        let mut spare = SPARE.lock();
+        let at = spare
+            .iter()
+            .rposition(|&(c, t, _)| c == ctx as usize && t == timing);
+        if let Some(i) = at {
+            return Ok(spare.swap_remove(i).2 as CUevent);
+        }
+    }
     let mut e: CUevent = std::ptr::null_mut();
     let flags = if timing { 0 } else { CU_EVENT_DISABLE_TIMING };
     // SAFETY: `e` is a valid slot; a context is current.
@@ -109,17 +127,31 @@ fn create_event(api: &Api, timing: bool) -> Result<CUevent> {
     Ok(e)
 }
 
+/// Keeps `e`, an event of `ctx` (current) that nothing will ask about
+/// again, for a later command, or destroys it.
+fn drop_event(api: &Api, ctx: CUcontext, timing: bool, e: CUevent) {
+    {
+        let mut spare = SPARE.lock();
+        if spare.len() < SPARE_MAX {
+            spare.push((ctx as usize, timing, e as usize));
+            return;
+        }
+    }
+    // SAFETY: a live event of the current context, destroyed once.
+    unsafe { (api.cuEventDestroy)(e) };
+}
+
 impl Ev {
     /// The event of a command about to be enqueued on `stream` (current),
     /// held until [`Ev::recorded`] or [`Ev::fail`].
     pub fn command(api: &Api, stream: &Arc<Stream>) -> Result<Arc<Ev>> {
-        let end = create_event(api, stream.timed)?;
+        let ctx = stream.dev.ctx;
+        let end = create_event(api, ctx, stream.timed)?;
         let start = if stream.timed {
-            match create_event(api, true) {
+            match create_event(api, ctx, true) {
                 Ok(s) => s,
                 Err(e) => {
-                    // SAFETY: made above, used nowhere else.
-                    unsafe { (api.cuEventDestroy)(end) };
+                    drop_event(api, ctx, true, end);
                     return Err(e);
                 }
             }
@@ -300,12 +332,10 @@ impl Drop for Ev {
         if make_current(api, stream.dev.ctx).is_err() {
             return;
         }
-        // SAFETY: the events were made for this one and are destroyed once.
-        unsafe {
-            (api.cuEventDestroy)(*end);
-            if !start.is_null() {
-                (api.cuEventDestroy)(*start);
-            }
+        // Made for this command alone, and nobody asks about them now.
+        drop_event(api, stream.dev.ctx, stream.timed, *end);
+        if !start.is_null() {
+            drop_event(api, stream.dev.ctx, true, *start);
         }
     }
 }
