@@ -103,6 +103,9 @@ const NAP: (Duration, Duration) = (Duration::from_micros(10), Duration::from_mic
 /// time the thread takes to wake up.
 const SPIN: Duration = Duration::from_micros(100);
 
+/// The pause between looks while the callback thread does not sleep.
+const LOOK_PAUSE: Duration = Duration::from_micros(2);
+
 /// The callback thread: calls what it is given, and watches events.
 fn callback_loop(rx: Receiver<Msg>) {
     let mut watched: Vec<Pending> = Vec::new();
@@ -135,7 +138,12 @@ fn callback_loop(rx: Receiver<Msg>) {
         if done.is_empty() {
             nap = (nap * 2).min(NAP.1);
             if spinning {
-                std::thread::yield_now();
+                // A short pause between looks: while the thread asks, the
+                // driver holds locks that threads enqueueing work need.
+                let t = Instant::now();
+                while t.elapsed() < LOOK_PAUSE {
+                    std::hint::spin_loop();
+                }
             }
         } else {
             nap = NAP.0;
