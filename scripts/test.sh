@@ -159,7 +159,7 @@ import json, os, sys
 out = sys.argv[1]
 r = json.load(open(os.path.join(out, "results.json")))
 assert not r["failures"], r["failures"]
-kinds = {"submit", "chains", "independent", "bandwidth", "staged", "coherence", "dag", "dag_summary", "apps", "driver", "graph", "usm_roundtrip"}
+kinds = {"submit", "chains", "independent", "bandwidth", "staged", "coherence", "dag", "dag_summary", "apps", "driver", "graph", "usm_roundtrip", "hop"}
 for dev in r["devices"]:
     seen = {x["bench"] for x in r["records"] if x["device"] == dev}
     assert seen == kinds, (dev, sorted(kinds - seen))
