@@ -19,7 +19,7 @@ use super::loader::{
     api, check, take_last_failure, Api, CUcontext, CUevent, CUstream, CUDA_ERROR_NOT_READY,
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
 };
-use super::state::{host_ns, make_current, Stream};
+use super::state::{host_ns, make_current, Spares, Stream};
 use crate::backend::{EndCallback, EventH, Stamp, COMPLETE, SUBMITTED};
 use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
@@ -100,24 +100,16 @@ unsafe impl Sync for Ev {}
 /// Signals waiters of events that were not yet on a device.
 static SETTLED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
 
-/// Events of ended commands kept for later ones, with their context and
-/// whether they time: making and destroying one costs two driver calls per
+/// Events of ended commands kept for later ones, by context and whether
+/// they time: making and destroying one costs two driver calls per
 /// command, each slow under NVIDIA's multi-process service. A kept event
 /// is recorded again; nothing asks about its earlier record any more.
-static SPARE: Mutex<Vec<(usize, bool, usize)>> = Mutex::new(Vec::new());
-/// Events kept at most.
-const SPARE_MAX: usize = 256;
+static SPARE: Spares<(usize, bool)> = Spares::new(256);
 
 /// An event of `ctx` (current) that times or not.
 fn create_event(api: &Api, ctx: CUcontext, timing: bool) -> Result<CUevent> {
-    {
-        let mut spare = SPARE.lock();
-        let at = spare
-            .iter()
-            .rposition(|&(c, t, _)| c == ctx as usize && t == timing);
-        if let Some(i) = at {
-            return Ok(spare.swap_remove(i).2 as CUevent);
-        }
+    if let Some(e) = SPARE.take((ctx as usize, timing)) {
+        return Ok(e as CUevent);
     }
     let mut e: CUevent = std::ptr::null_mut();
     let flags = if timing { 0 } else { CU_EVENT_DISABLE_TIMING };
@@ -130,15 +122,10 @@ fn create_event(api: &Api, ctx: CUcontext, timing: bool) -> Result<CUevent> {
 /// Keeps `e`, an event of `ctx` (current) that nothing will ask about
 /// again, for a later command, or destroys it.
 fn drop_event(api: &Api, ctx: CUcontext, timing: bool, e: CUevent) {
-    {
-        let mut spare = SPARE.lock();
-        if spare.len() < SPARE_MAX {
-            spare.push((ctx as usize, timing, e as usize));
-            return;
-        }
+    if !SPARE.keep((ctx as usize, timing), e as usize) {
+        // SAFETY: a live event of the current context, destroyed once.
+        unsafe { (api.cuEventDestroy)(e) };
     }
-    // SAFETY: a live event of the current context, destroyed once.
-    unsafe { (api.cuEventDestroy)(e) };
 }
 
 impl Ev {

@@ -3,7 +3,8 @@
 //! devices, and a Syrah queue lane is a stream of one of them, with a
 //! reference event that timestamps are measured from, and the commands
 //! held back on the host until what they wait for has happened. Idle
-//! streams of dropped queues are kept for the runtime's transfer queues.
+//! streams of dropped queues are kept for the runtime's transfer queues,
+//! in a store of kept driver handles that ended commands' events use too.
 //!
 //! CUDA handles are opaque identifiers that only the driver interprets,
 //! so passing them on is not a dereference by this code.
@@ -205,11 +206,8 @@ impl Stream {
     pub fn create(dev: DevCtx, timed: bool, spare: bool) -> Result<Arc<Stream>> {
         let api = api()?;
         make_current(api, dev.ctx)?;
-        let mut raw: CUstream = if spare {
-            spare_stream(dev.ctx)
-        } else {
-            std::ptr::null_mut()
-        };
+        let kept = spare.then(|| SPARE.take(dev.ctx as usize)).flatten();
+        let mut raw = kept.map_or(std::ptr::null_mut(), |h| h as CUstream);
         if raw.is_null() {
             // SAFETY: `raw` is a valid slot; the context is current.
             let rc = unsafe { (api.cuStreamCreate)(&mut raw, CU_STREAM_NON_BLOCKING) };
@@ -319,7 +317,9 @@ impl Drop for Stream {
             }
             // An idle stream is kept for a later transfer queue: nothing
             // of this queue's can then still be on it.
-            if (api.cuStreamQuery)(self.raw) == CUDA_SUCCESS && keep_spare(self.dev.ctx, self.raw) {
+            if (api.cuStreamQuery)(self.raw) == CUDA_SUCCESS
+                && SPARE.keep(self.dev.ctx as usize, self.raw as usize)
+            {
                 return;
             }
             (api.cuStreamDestroy)(self.raw);
@@ -327,29 +327,64 @@ impl Drop for Stream {
     }
 }
 
-/// Idle streams of dropped queues, by context, for the runtime's transfer
-/// queues: those come and go with buffers, and a new stream costs the
-/// driver microseconds each time. Primary contexts are never given back,
-/// so a kept stream stays valid.
-static SPARE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
-const SPARE_MAX: usize = 32;
+/// Driver handles kept for reuse, each with the key that tells which
+/// later use it suits (its context, and whatever else sets it apart), at
+/// most `max` of them. Primary contexts are never given back, so a kept
+/// handle stays valid.
+pub struct Spares<K: Copy + PartialEq> {
+    kept: Mutex<Vec<(K, usize)>>,
+    max: usize,
+}
 
-/// A kept idle stream of `ctx`, or null.
-fn spare_stream(ctx: CUcontext) -> CUstream {
-    let mut spare = SPARE.lock();
-    match spare.iter().rposition(|&(c, _)| c == ctx as usize) {
-        Some(i) => spare.swap_remove(i).1 as CUstream,
-        None => std::ptr::null_mut(),
+impl<K: Copy + PartialEq> Spares<K> {
+    pub const fn new(max: usize) -> Spares<K> {
+        Spares {
+            kept: Mutex::new(Vec::new()),
+            max,
+        }
+    }
+
+    /// A kept handle for `key`, the one kept last.
+    pub fn take(&self, key: K) -> Option<usize> {
+        let mut kept = self.kept.lock();
+        let i = kept.iter().rposition(|&(k, _)| k == key)?;
+        Some(kept.swap_remove(i).1)
+    }
+
+    /// Keeps `handle` for `key`; false where enough are kept already.
+    pub fn keep(&self, key: K, handle: usize) -> bool {
+        let mut kept = self.kept.lock();
+        if kept.len() >= self.max {
+            return false;
+        }
+        kept.push((key, handle));
+        true
     }
 }
 
-/// Keeps idle stream `raw` of `ctx` for a later transfer queue; false when
-/// enough are kept already.
-fn keep_spare(ctx: CUcontext, raw: CUstream) -> bool {
-    let mut spare = SPARE.lock();
-    if spare.len() >= SPARE_MAX {
-        return false;
+/// Idle streams of dropped queues, by context, for the runtime's transfer
+/// queues: those come and go with buffers, and a new stream costs the
+/// driver microseconds each time.
+static SPARE: Spares<usize> = Spares::new(32);
+
+#[cfg(test)]
+mod tests {
+    use super::Spares;
+
+    #[test]
+    fn spares_give_back_what_was_kept_for_the_key_and_hold_at_most_max() {
+        let s: Spares<(usize, bool)> = Spares::new(3);
+        assert!(s.keep((1, true), 10));
+        assert!(s.keep((2, true), 20));
+        assert!(s.keep((1, false), 30));
+        assert!(!s.keep((1, true), 40), "a fourth is refused");
+        assert_eq!(s.take((1, false)), Some(30));
+        assert_eq!(s.take((1, false)), None);
+        assert_eq!(s.take((3, true)), None);
+        assert!(s.keep((1, true), 50));
+        assert_eq!(s.take((1, true)), Some(50), "the one kept last first");
+        assert_eq!(s.take((1, true)), Some(10));
+        assert_eq!(s.take((2, true)), Some(20));
+        assert_eq!(s.take((2, true)), None);
     }
-    spare.push((ctx as usize, raw as usize));
-    true
 }
