@@ -71,6 +71,7 @@ fn watch_loop() {
     }
     let mut ready: Vec<Arc<Once>> = Vec::new();
     let mut looked: Vec<(Arc<Event>, Arc<Once>)> = Vec::with_capacity(PER_LOOK);
+    let mut waiting: Vec<(Arc<Event>, Arc<Once>)> = Vec::with_capacity(PER_LOOK);
     loop {
         {
             let mut pending = WATCHED.pending.lock();
@@ -82,7 +83,6 @@ fn watch_loop() {
         }
         // Asked without the lock: a status query can take microseconds,
         // and submitting threads take the lock to add what they watch.
-        let mut waiting = Vec::new();
         for (ev, once) in looked.drain(..) {
             if once.taken() {
                 continue;
@@ -96,7 +96,7 @@ fn watch_loop() {
         if !waiting.is_empty() {
             // Back in front, oldest first, of what was added meanwhile.
             let mut pending = WATCHED.pending.lock();
-            for w in waiting.into_iter().rev() {
+            for w in waiting.drain(..).rev() {
                 pending.push_front(w);
             }
         }
