@@ -90,7 +90,7 @@ fn on_complete(
 ) -> Result<()> {
     let Some(f) = release else { return Ok(()) };
     let user = user as usize;
-    crate::runtime::watch::when_done(
+    crate::runtime::watch::when_done_new(
         ev,
         Box::new(move || {
             // SAFETY: the user's callback with the pointer and data they

@@ -119,11 +119,22 @@ unsafe extern "C" fn completed(_ev: *mut c_void, _status: i32, user: *mut c_void
 /// a user event, on the thread that completes it; on this thread at once
 /// if it already has.
 pub fn when_done(ev: &Arc<Event>, work: Continuation) -> Result<()> {
+    if !ev.user && ev.is_done() {
+        work();
+        return Ok(());
+    }
+    when_done_new(ev, work)
+}
+
+/// [`when_done`] for a command just enqueued: the driver is not asked
+/// whether it has ended (it has not, as a rule, and asking costs
+/// microseconds on some drivers); its end callback runs anyway.
+pub fn when_done_new(ev: &Arc<Event>, work: Continuation) -> Result<()> {
     if ev.user {
         ev.then_user(work);
         return Ok(());
     }
-    if ev.is_done() {
+    if ev.known_done() {
         work();
         return Ok(());
     }
