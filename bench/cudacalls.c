@@ -16,7 +16,7 @@
 typedef int cu_result;
 typedef unsigned long long cu_ptr;
 
-enum { ROWS = 14 };
+enum { ROWS = 15 };
 static const char *names[ROWS];
 static unsigned long long counts[ROWS], nanos[ROWS];
 
@@ -71,6 +71,7 @@ WRAP(10, cuStreamQuery, (void *s), (s))
 WRAP(11, cuMemcpyAsync, (cu_ptr d, cu_ptr src, size_t n, void *s), (d, src, n, s))
 WRAP(12, cuMemcpy2DAsync_v2, (const void *c, void *s), (c, s))
 WRAP(13, cuCtxSetCurrent, (void *c), (c))
+WRAP(14, cuPointerGetAttribute, (void *data, int attribute, cu_ptr p), (data, attribute, p))
 
 __attribute__((destructor)) static void report(void) {
   int i;

@@ -117,7 +117,7 @@ where
     let api = api()?;
     let s = Stream::of(q);
     make_current(api, s.dev.ctx)?;
-    let mut tail = s.tail.lock();
+    let mut tail = s.lock_tail();
     if must_hold(&tail, waits) {
         let arc = Stream::shared(q);
         let made = hold(api, &arc, &mut tail, waits, ev.is_some(), Box::new(body))?;

@@ -16,7 +16,7 @@ use super::loader::{
 };
 use crate::backend::QueueH;
 use crate::core::error::Result;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -263,6 +263,29 @@ impl Stream {
         last == 0 || self.reached(last)
     }
 
+    /// The stream's tail, locked. Another thread holds it only while it
+    /// enqueues a few commands (microseconds of driver calls), so the
+    /// caller keeps trying for a while before it sleeps: waking a sleeping
+    /// thread costs more than that on many hosts.
+    pub fn lock_tail(&self) -> MutexGuard<'_, Tail> {
+        const TRY_FOR: std::time::Duration = std::time::Duration::from_micros(50);
+        if let Some(t) = self.tail.try_lock() {
+            return t;
+        }
+        let since = Instant::now();
+        loop {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+                if let Some(t) = self.tail.try_lock() {
+                    return t;
+                }
+            }
+            if since.elapsed() > TRY_FOR {
+                return self.tail.lock();
+            }
+        }
+    }
+
     /// Gives held commands whose turn has come to their streams: this
     /// one's, and those of streams waiting for what they record.
     pub fn pump(self: &Arc<Self>) {
@@ -272,7 +295,7 @@ impl Stream {
             if make_current(api, s.dev.ctx).is_err() {
                 continue;
             }
-            let mut t = s.tail.lock();
+            let mut t = s.lock_tail();
             while t.held.front().is_some_and(|h| h.ready()) {
                 let Some(h) = t.held.pop_front() else { break };
                 t.count += 1;
