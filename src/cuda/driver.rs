@@ -32,18 +32,12 @@ use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::NdRange;
 use crate::core::registry::AllocKind;
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The CUDA back end (one for all CUDA devices).
-pub struct Cuda {
-    /// What each USM allocation is and where CUDA's allocation starts
-    /// (before it, for an alignment CUDA does not give), for freeing it.
-    allocs: Mutex<HashMap<usize, (AllocKind, usize)>>,
-}
+pub struct Cuda;
 
 /// A queue handle for a stream of device `dev` of `ctx` (see
 /// `Stream::create`).
@@ -59,10 +53,8 @@ fn stream_queue(ctx: ContextH, dev: DeviceH, timed: bool, spare: bool) -> Result
 impl Cuda {
     /// The process's CUDA back end.
     pub fn get() -> &'static Cuda {
-        static CUDA: std::sync::OnceLock<Cuda> = std::sync::OnceLock::new();
-        CUDA.get_or_init(|| Cuda {
-            allocs: Mutex::new(HashMap::new()),
-        })
+        static CUDA: Cuda = Cuda;
+        &CUDA
     }
 }
 
@@ -333,7 +325,7 @@ impl Driver for Cuda {
         } else {
             base
         };
-        self.allocs.lock().insert(ptr, (kind, base));
+        memory::remember(ptr, size, kind, base);
         Ok(ptr)
     }
 
@@ -344,7 +336,7 @@ impl Driver for Cuda {
     }
 
     fn usm_free(&self, ctx: ContextH, _usm: UsmStrategy, ptr: usize) {
-        let Some((kind, base)) = self.allocs.lock().remove(&ptr) else {
+        let Some((kind, base)) = memory::forget(ptr) else {
             return;
         };
         let Ok(api) = api() else { return };
@@ -455,6 +447,7 @@ impl Driver for Cuda {
         // SAFETY: `p` is a valid slot; the context is current.
         let rc = unsafe { (api.cuMemAlloc)(&mut p, size.max(1)) };
         check(api, rc, "cuMemAlloc")?;
+        memory::remember_other(p as usize, size, AllocKind::Device);
         Ok(new_mem(Mem {
             ptr: p,
             refs: AtomicUsize::new(1),
@@ -646,8 +639,7 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: &mut EventH,
     ) -> Result<bool> {
-        let kind = self.allocs.lock().get(&ptr).map(|a| a.0);
-        if kind != Some(AllocKind::Shared) {
+        if memory::kind_at(ptr) != Some(AllocKind::Shared) {
             return Ok(false);
         }
         command(q, waits, Some(ev), move |api, s, _| {
@@ -679,7 +671,7 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: &mut EventH,
     ) -> Result<bool> {
-        let shared = self.allocs.lock().get(&ptr).map(|a| a.0) == Some(AllocKind::Shared);
+        let shared = memory::kind_at(ptr) == Some(AllocKind::Shared);
         if !shared || !(1..=6).contains(&advice) {
             return Ok(false);
         }

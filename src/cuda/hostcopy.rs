@@ -52,8 +52,12 @@ impl Rect {
 }
 
 /// Whether `addr` is host memory CUDA does not know (neither its
-/// allocation nor registered with it).
+/// allocation nor registered with it). The driver is asked only about
+/// memory this back end did not allocate or register.
 pub fn is_pageable(api: &Api, addr: u64) -> bool {
+    if super::memory::is_known(addr as usize) {
+        return false;
+    }
     let mut kind: u32 = 0;
     // SAFETY: `kind` is a valid slot for the memory-type attribute.
     let rc = unsafe {

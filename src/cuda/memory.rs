@@ -1,12 +1,64 @@
-//! The CUDA back end's memory objects (an allocation, a part of one, or
-//! a view over unified shared memory; counted references) and its fills
-//! of device memory with a repeated pattern.
+//! The CUDA back end's memory: what it allocated or registered, looked up
+//! by address; its memory objects (an allocation, a part of one, or a view
+//! over unified shared memory; counted references); its fills of device
+//! memory with a repeated pattern.
 
 use super::loader::{api, check, Api, CUdeviceptr, CUDA_SUCCESS, CU_MEMHOSTREGISTER_PORTABLE};
 use super::state::{any_context, make_current, Stream};
 use crate::backend::{MemH, Side};
 use crate::core::error::{Error, Result};
+use crate::core::registry::{AllocKind, AllocRecord, Registry};
+use parking_lot::RwLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::LazyLock;
+
+/// This back end's USM allocations, at the address the runtime was given:
+/// their kind, and where CUDA's allocation starts (before it, for an
+/// alignment CUDA does not give), for freeing them.
+static ALLOCS: LazyLock<RwLock<Registry>> = LazyLock::new(|| RwLock::new(Registry::new()));
+
+/// Other memory CUDA knows: memory objects' allocations, and host memory
+/// registered with it.
+static OTHER: LazyLock<RwLock<Registry>> = LazyLock::new(|| RwLock::new(Registry::new()));
+
+fn record(size: usize, kind: AllocKind, raw: usize) -> AllocRecord {
+    AllocRecord {
+        size: size.max(1),
+        kind,
+        device: None,
+        raw,
+        pooled: 0,
+    }
+}
+
+/// Notes a USM allocation of `size` bytes at `ptr` (CUDA's at `raw`).
+pub fn remember(ptr: usize, size: usize, kind: AllocKind, raw: usize) {
+    // An overlap would mean the driver gave out memory twice; the address
+    // is then only unknown here, which costs a question to the driver.
+    let _ = ALLOCS.write().insert(ptr, record(size, kind, raw));
+}
+
+/// Takes back the USM allocation at `ptr`: its kind and CUDA's address.
+pub fn forget(ptr: usize) -> Option<(AllocKind, usize)> {
+    let r = ALLOCS.write().remove(ptr).ok()?;
+    Some((r.kind, r.raw))
+}
+
+/// The kind of the USM allocation holding `addr`.
+pub fn kind_at(addr: usize) -> Option<AllocKind> {
+    ALLOCS.read().find(addr).map(|f| f.record.kind)
+}
+
+/// Whether `addr` lies in memory this back end allocated or registered:
+/// memory CUDA knows, which copies need not ask the driver about.
+pub fn is_known(addr: usize) -> bool {
+    ALLOCS.read().find(addr).is_some() || OTHER.read().find(addr).is_some()
+}
+
+/// Notes a memory object's allocation of `size` bytes at `ptr`.
+pub fn remember_other(ptr: usize, size: usize, kind: AllocKind) {
+    let _ = OTHER.write().insert(ptr, record(size, kind, ptr));
+}
 
 /// A memory object: `size` bytes at `ptr`, owned (freed when the last
 /// reference goes) or a view over memory someone else owns.
@@ -48,6 +100,9 @@ pub fn release(m: MemH) {
     let mem = unsafe { Box::from_raw(m.0 as *mut Mem) };
     if let Some(p) = mem.parent {
         release(p);
+    }
+    if mem.owner.is_some() {
+        let _ = OTHER.write().remove(mem.ptr as usize);
     }
     if let (Some(ctx), Ok(api)) = (mem.owner, api()) {
         if make_current(api, ctx as super::loader::CUcontext).is_ok() {
@@ -124,22 +179,53 @@ pub fn pin_host(ptr: usize, len: usize) -> bool {
     }
     // SAFETY: the caller owns `len` bytes of host memory at `ptr`, not
     // registered yet; the flag makes them pinned for every context.
-    unsafe {
+    let pinned = unsafe {
         (api.cuMemHostRegister)(
             ptr as *mut std::ffi::c_void,
             len,
             CU_MEMHOSTREGISTER_PORTABLE,
         ) == CUDA_SUCCESS
+    };
+    if pinned {
+        remember_other(ptr, len, AllocKind::Host);
     }
+    pinned
 }
 
 /// Undoes [`pin_host`] for the memory at `ptr`.
 pub fn unpin_host(ptr: usize) {
+    let _ = OTHER.write().remove(ptr);
     let (Ok(api), Some(ctx)) = (api(), any_context()) else {
         return;
     };
     if make_current(api, ctx).is_ok() {
         // SAFETY: `ptr` was registered by `pin_host`, once.
         unsafe { (api.cuMemHostUnregister)(ptr as *mut std::ffi::c_void) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_memory_is_found_anywhere_inside_until_forgotten() {
+        // Addresses no allocator gives out in a test process.
+        let (a, b) = (0x7ff0_0000_1000usize, 0x7ff0_0000_9000usize);
+        remember(a, 4096, AllocKind::Shared, a - 256);
+        remember_other(b, 100, AllocKind::Host);
+        assert!(is_known(a) && is_known(a + 4095) && !is_known(a + 4096));
+        assert!(is_known(b + 99) && !is_known(b + 100) && !is_known(a - 1));
+        assert_eq!(kind_at(a + 10), Some(AllocKind::Shared));
+        assert_eq!(
+            kind_at(b),
+            None,
+            "registered memory is not a USM allocation"
+        );
+        assert_eq!(forget(a + 1), None, "only the start frees an allocation");
+        assert_eq!(forget(a), Some((AllocKind::Shared, a - 256)));
+        assert!(!is_known(a) && forget(a).is_none());
+        assert!(OTHER.write().remove(b).is_ok());
+        assert!(!is_known(b));
     }
 }
