@@ -101,10 +101,9 @@ pub fn release(m: MemH) {
     if let Some(p) = mem.parent {
         release(p);
     }
-    if mem.owner.is_some() {
-        let _ = OTHER.write().remove(mem.ptr as usize);
-    }
-    if let (Some(ctx), Ok(api)) = (mem.owner, api()) {
+    let Some(ctx) = mem.owner else { return };
+    let _ = OTHER.write().remove(mem.ptr as usize);
+    if let Ok(api) = api() {
         if make_current(api, ctx as super::loader::CUcontext).is_ok() {
             // SAFETY: allocated by the back end, freed once; CUDA's free
             // waits for the device's work that may use it.
