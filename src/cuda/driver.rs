@@ -12,7 +12,7 @@
 
 use super::events::{self, Ev};
 use super::graph;
-use super::hold::command;
+use super::hold::{command, command_or_hold};
 use super::hostcopy::{self, Rect};
 use super::loader::{
     api, check, CUdeviceptr, MemLocation, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
@@ -179,10 +179,16 @@ impl Driver for Cuda {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<bool> {
-        let rec = graph::share(r);
-        command(q, waits, ev, move |api, s, _| {
-            graph::launch(api, &rec, s.raw)
-        })?;
+        command_or_hold(
+            q,
+            waits,
+            ev,
+            |api, s, _| graph::launch(api, graph::of(r), s.raw),
+            || {
+                let rec = graph::share(r);
+                Box::new(move |api, s, _| graph::launch(api, &rec, s.raw))
+            },
+        )?;
         Ok(true)
     }
 
@@ -571,7 +577,7 @@ impl Driver for Cuda {
         let kern = kern_of(k);
         let shape = shape_of(range, name)?;
         let (f, params) = kern.launch_as_set(Stream::of(q).dev.ordinal, &shape)?;
-        kern.enqueue(q, f, params, shape, waits, ev)
+        kern.enqueue(q, &f, params, shape, waits, ev)
     }
 
     fn launch_takes_args(&self) -> bool {

@@ -114,13 +114,48 @@ pub fn command<F>(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, body: F)
 where
     F: FnOnce(&Api, &Stream, &Enq) -> Result<()> + Send + 'static,
 {
+    // Exactly one of the two below runs, and takes the body.
+    let slot = std::cell::Cell::new(Some(body));
+    let gone = || {
+        crate::core::error::Error::new(
+            crate::core::error::Status::Internal,
+            "a command's body was taken twice",
+        )
+    };
+    command_or_hold(
+        q,
+        waits,
+        ev,
+        |api, s, enq| slot.take().map_or_else(|| Err(gone()), |b| b(api, s, enq)),
+        || match slot.take() {
+            Some(b) => Box::new(b),
+            None => Box::new(move |_: &Api, _: &Stream, _: &Enq| Err(gone())),
+        },
+    )
+}
+
+/// Runs one command on `q` as [`command`] does, where what enqueues it
+/// comes in two forms: `now`, which may borrow from the caller and runs
+/// at once when nothing holds the command back, and `own`, which makes
+/// the body a held command keeps (called only when it is held).
+pub fn command_or_hold<N, O>(
+    q: QueueH,
+    waits: &[EventH],
+    ev: Option<&mut EventH>,
+    now: N,
+    own: O,
+) -> Result<()>
+where
+    N: FnOnce(&Api, &Stream, &Enq) -> Result<()>,
+    O: FnOnce() -> Body,
+{
     let api = api()?;
     let s = Stream::of(q);
     make_current(api, s.dev.ctx)?;
     let mut tail = s.lock_tail();
     if must_hold(&tail, waits) {
         let arc = Stream::shared(q);
-        let made = hold(api, &arc, &mut tail, waits, ev.is_some(), Box::new(body))?;
+        let made = hold(api, &arc, &mut tail, waits, ev.is_some(), own())?;
         drop(tail);
         if let (Some(slot), Some(e)) = (ev, made) {
             *slot = e;
@@ -139,11 +174,11 @@ where
         waits: Waits::Direct(waits),
     };
     let Some(slot) = ev else {
-        return body(api, s, &enq);
+        return now(api, s, &enq);
     };
     let e = Ev::command(api, &Stream::shared(q))?;
     e.start(api, s)?;
-    body(api, s, &enq)?;
+    now(api, s, &enq)?;
     e.recorded_new(api, s, seq)?;
     *slot = events::handle(e);
     Ok(())

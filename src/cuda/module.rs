@@ -4,6 +4,9 @@
 
 use super::loader::{check, Api, CUfunction, CUmodule, CUstream, CUDA_SUCCESS};
 use super::ptx::{self, Entry, Param, Translated, OFFSET_BYTES};
+
+// The hidden parameter is pushed as two words of two 32-bit values each.
+const _: () = assert!(OFFSET_BYTES == 16);
 use crate::core::error::{Error, Result, Status};
 use smallvec::SmallVec;
 use std::ffi::{c_void, CString};
@@ -222,6 +225,7 @@ pub struct Shape {
 /// a value, a device address, a `__local` argument's offset in dynamic
 /// shared memory), then the hidden offset and dimensions, and the dynamic
 /// shared memory the `__local` arguments need.
+#[derive(Clone)]
 pub struct Params {
     words: SmallVec<[u64; 16]>,
     /// The word each parameter starts at, the hidden one last.
@@ -246,8 +250,9 @@ impl Params {
         mut arg: impl FnMut(usize) -> Result<Arg<'a>>,
     ) -> Result<Params> {
         takes(entry, n)?;
-        let mut words: SmallVec<[u64; 16]> = SmallVec::with_capacity(n + 2);
-        let mut at = SmallVec::with_capacity(n + 1);
+        // Inline for the usual few arguments; grown past that.
+        let mut words: SmallVec<[u64; 16]> = SmallVec::new();
+        let mut at = SmallVec::new();
         let mut end = 0usize;
         for (i, p) in entry.params.iter().enumerate() {
             let a = arg(i)?;
@@ -266,21 +271,33 @@ impl Params {
             )
         })?;
         at.push(words.len() as u32);
+        // The hidden offset and dimension count: four 32-bit values, two
+        // words.
+        let pair = |a: u32, b: u32| {
+            let mut w = [0u8; 8];
+            w[..4].copy_from_slice(&a.to_ne_bytes());
+            w[4..].copy_from_slice(&b.to_ne_bytes());
+            u64::from_ne_bytes(w)
+        };
         let [ox, oy, oz] = shape.offset;
-        let mut hidden = [0u8; OFFSET_BYTES];
-        for (i, v) in [ox, oy, oz, shape.dims].into_iter().enumerate() {
-            hidden[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
-        }
-        push_bytes(&mut words, &hidden);
+        words.push(pair(ox, oy));
+        words.push(pair(oz, shape.dims));
         Ok(Params { words, at, smem })
     }
 
     /// The pointer list, valid while `self` is neither moved nor dropped.
     pub fn slots(&self) -> SmallVec<[*mut c_void; 12]> {
-        self.at
-            .iter()
-            .map(|&i| &self.words[i as usize] as *const u64 as *mut c_void)
-            .collect()
+        let base = self.words.as_ptr() as *mut u64;
+        // Within `words`: each index was its length when a word was pushed.
+        let slot = |i: u32| base.wrapping_add(i as usize).cast::<c_void>();
+        let mut buf = [std::ptr::null_mut(); 12];
+        if self.at.len() > buf.len() {
+            return self.at.iter().map(|&i| slot(i)).collect();
+        }
+        for (b, &i) in buf.iter_mut().zip(&self.at) {
+            *b = slot(i);
+        }
+        SmallVec::from_buf_and_len(buf, self.at.len())
     }
 }
 

@@ -4,7 +4,7 @@
 //! checked against the kernel's, and a work-group shape where the caller
 //! gave none, and the enqueueing of a launch.
 
-use super::hold::command;
+use super::hold::command_or_hold;
 use super::loader::api;
 use super::module::{launch, Arg, Function, LaunchStream, Module, Params, Shape};
 use super::ptx::{Entry, Param};
@@ -169,19 +169,27 @@ impl Kern {
     pub fn enqueue(
         &self,
         q: QueueH,
-        f: Arc<Function>,
+        f: &Arc<Function>,
         params: Params,
         shape: Shape,
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        // The program stays loaded while the launch is held.
-        let prog = self.prog.clone();
-        command(q, waits, ev, move |api, s, _| {
-            let r = launch(api, &f, &params, shape, LaunchStream(s.raw));
-            drop(prog);
-            r
-        })
+        command_or_hold(
+            q,
+            waits,
+            ev,
+            |api, s, _| launch(api, f, &params, shape, LaunchStream(s.raw)),
+            || {
+                // The program stays loaded while the launch is held.
+                let (prog, f, params) = (self.prog.clone(), f.clone(), params.clone());
+                Box::new(move |api, s, _| {
+                    let r = launch(api, &f, &params, shape, LaunchStream(s.raw));
+                    drop(prog);
+                    r
+                })
+            },
+        )
         .map_err(|e| {
             Error::new(
                 e.status,
@@ -200,7 +208,7 @@ impl Kern {
         args: &[ArgSet<'_>],
         shape: &Shape,
         ptr_of: impl Fn(crate::backend::MemH) -> u64,
-    ) -> Result<(Arc<Function>, Params)> {
+    ) -> Result<(&Arc<Function>, Params)> {
         let f = self.function(ordinal)?;
         let params = Params::build(&f.entry, args.len(), shape, |i| {
             arg_for(&self.entry, i, args[i], &ptr_of).map_err(|e| {
@@ -215,7 +223,7 @@ impl Kern {
                 )
             })
         })?;
-        Ok((f.clone(), params))
+        Ok((f, params))
     }
 }
 

@@ -16,6 +16,7 @@ use crate::runtime::queue::Held;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::any::Any;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Lanes a graph's independent direct nodes spread over.
@@ -35,6 +36,11 @@ pub enum Backend {
 /// `SYRAH_COMMAND_BUFFER`: `on` uses command-buffers wherever a graph can,
 /// `off` never (the device then reports none), anything else (the
 /// default, `auto`) times both and keeps the cheaper per graph.
+/// `ExecGraph::kept_backend`: no verdict yet, replay, command-buffer.
+const KEPT_NONE: u8 = 0;
+const KEPT_REPLAY: u8 = 1;
+const KEPT_BUFFER: u8 = 2;
+
 pub(crate) fn command_buffers_forced() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("SYRAH_COMMAND_BUFFER").is_ok_and(|v| v == "on"))
@@ -78,6 +84,9 @@ pub struct ExecGraph {
     /// (or `SYRAH_COMMAND_BUFFER=on`) says whether a submission does.
     pub backend: Backend,
     pub(crate) chooser: Mutex<BackendChooser>,
+    /// The chooser's verdict once it has one (`KEPT_*`), read without its
+    /// lock by every submission after.
+    kept_backend: std::sync::atomic::AtomicU8,
     /// Buffers whose coherence the graph plans itself.
     pub(crate) managed: Vec<Managed>,
     /// The nodes that access buffers.
@@ -205,6 +214,7 @@ impl ExecGraph {
                 .collect(),
             locals: Mutex::new(graph.nodes.iter().map(has_local).collect()),
             chooser: Mutex::new(BackendChooser::default()),
+            kept_backend: std::sync::atomic::AtomicU8::new(KEPT_NONE),
             kinds,
             plan,
             lanes: Vec::new(),
@@ -334,6 +344,10 @@ impl ExecGraph {
     /// buffers' device `bases`, when they differ from those last set (at
     /// the first submission: allocations never move afterwards).
     pub(crate) fn point_accessors(&self, bases: &[usize]) -> Result<()> {
+        if self.managed.is_empty() {
+            // No accessor to point anywhere.
+            return Ok(());
+        }
         let mut last = self.bases.lock();
         if *last == bases {
             return Ok(());
@@ -368,7 +382,7 @@ impl ExecGraph {
     pub fn stats(&self) -> ExecStats {
         let pool = self.pool.lock();
         ExecStats {
-            submissions: self.submitted.load(std::sync::atomic::Ordering::Relaxed),
+            submissions: self.submitted.load(Ordering::Relaxed),
             command_buffer_recordings: pool.recorded,
             command_buffer_updates: pool.updated,
         }
@@ -384,11 +398,11 @@ impl ExecGraph {
     ) -> Held {
         let mut all: SmallVec<[Arc<dyn Any + Send + Sync>; 2]> = SmallVec::new();
         all.push(self.clone());
-        all.extend(
-            storages
-                .into_iter()
-                .map(|s| s.clone() as Arc<dyn Any + Send + Sync>),
-        );
+        // One at a time: a graph without buffers (the usual replay) gives
+        // none, and pays nothing for them.
+        for s in storages {
+            all.push(s.clone() as Arc<dyn Any + Send + Sync>);
+        }
         Held::Storages(all)
     }
 
@@ -396,18 +410,35 @@ impl ExecGraph {
     pub(crate) fn choosing(&self) -> bool {
         self.backend == Backend::CommandBuffer
             && !command_buffers_forced()
-            && self.chooser.lock().decided.is_none()
+            && self.kept_backend.load(Ordering::Acquire) == KEPT_NONE
     }
 
     /// The back end the next submission uses.
     pub fn current_backend(&self) -> Backend {
-        match self.backend {
+        if self.backend != Backend::CommandBuffer {
+            return Backend::Replay;
+        }
+        let buffer = command_buffers_forced()
+            || match self.kept_backend.load(Ordering::Acquire) {
+                KEPT_BUFFER => true,
+                KEPT_REPLAY => false,
+                _ => self.chooser.lock().next_is_buffer(),
+            };
+        if buffer {
             Backend::CommandBuffer
-                if command_buffers_forced() || self.chooser.lock().next_is_buffer() =>
-            {
-                Backend::CommandBuffer
-            }
-            _ => Backend::Replay,
+        } else {
+            Backend::Replay
+        }
+    }
+
+    /// Gives the chooser what a timed submission (through the
+    /// command-buffer, or replayed) cost the host, `ns`.
+    pub(crate) fn timed(&self, buffer: bool, ns: u64) {
+        let mut c = self.chooser.lock();
+        c.record(buffer, ns);
+        if let Some(b) = c.decided {
+            let kept = if b { KEPT_BUFFER } else { KEPT_REPLAY };
+            self.kept_backend.store(kept, Ordering::Release);
         }
     }
 

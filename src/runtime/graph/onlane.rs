@@ -131,7 +131,7 @@ impl ExecGraph {
         )?;
         if let Some(t) = started {
             let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-            self.chooser.lock().record(recorded, ns);
+            self.timed(recorded, ns);
         }
         q.commit_submitted(&buffers.prepared, &done);
         *turn = Some(Last::Queue(done.clone()));

@@ -154,7 +154,7 @@ impl ExecGraph {
         };
         if let Some(t) = started.filter(|_| use_buffer == buffered.is_some()) {
             let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-            self.chooser.lock().record(use_buffer, ns);
+            self.timed(use_buffer, ns);
         }
         failures.extend(ext.into_iter().filter(|e| e.passes_failure_on()));
         let end = Event::new(
@@ -204,10 +204,10 @@ impl ExecGraph {
         ev: Option<&mut EventH>,
     ) -> Result<bool> {
         let driver = self.graph.ctx.platform.driver;
-        let kernels = self.kernels.lock();
         let sim = self.graph.device.command_buffer_simultaneous;
         // What a new copy records: built only when one is recorded.
         let record = || {
+            let kernels = self.kernels.lock();
             let nodes: Vec<PlanNode> = self
                 .graph
                 .nodes

@@ -246,12 +246,16 @@ impl Queue {
             if lanes.barrier.as_ref().is_some_and(|b| b.is_done()) {
                 lanes.barrier = None;
             }
-            let all: SmallVec<[Arc<Event>; 8]> = deps
-                .iter()
-                .chain(&others)
-                .chain(lanes.barrier.iter())
-                .cloned()
-                .collect();
+            let all: SmallVec<[Arc<Event>; 8]> =
+                if deps.is_empty() && others.is_empty() && lanes.barrier.is_none() {
+                    SmallVec::new()
+                } else {
+                    deps.iter()
+                        .chain(&others)
+                        .chain(lanes.barrier.iter())
+                        .cloned()
+                        .collect()
+                };
             let simple = all.iter().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
             let at = |lanes: &Lanes, id: u64| lanes.list.iter().position(|l| l.id == id);
             let chosen = match (simple, self.in_order, lanes.group, follow) {
