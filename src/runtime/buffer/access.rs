@@ -84,7 +84,10 @@ impl Queue {
     ) -> Result<SmallVec<[Prepared; 4]>> {
         // Storages are locked one at a time in id order; each accessor's
         // work is done under its storage's lock.
-        let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
+        let mut order: SmallVec<[usize; 8]> = SmallVec::new();
+        for i in 0..reqs.len() {
+            order.push(i);
+        }
         order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
         // Already in storage order (one accessor, say): prepared in place;
         // otherwise in slots, put back in the accessors' order at the end.
@@ -197,12 +200,11 @@ impl Queue {
 
 /// What a command over these storages keeps alive until it completes.
 pub fn held_storages<'a>(storages: impl IntoIterator<Item = &'a Arc<Storage>>) -> Held {
-    Held::Storages(
-        storages
-            .into_iter()
-            .map(|s| s.clone() as Arc<dyn std::any::Any + Send + Sync>)
-            .collect(),
-    )
+    let mut all = SmallVec::new();
+    for s in storages {
+        all.push(s.clone() as Arc<dyn std::any::Any + Send + Sync>);
+    }
+    Held::Storages(all)
 }
 
 /// An accessor of a host-task group, prepared on the host.
