@@ -107,7 +107,7 @@ static SETTLED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
 static SPARE: Spares<(usize, bool)> = Spares::new(256);
 
 /// An event of `ctx` (current) that times or not.
-fn create_event(api: &Api, ctx: CUcontext, timing: bool) -> Result<CUevent> {
+pub fn create_event(api: &Api, ctx: CUcontext, timing: bool) -> Result<CUevent> {
     if let Some(e) = SPARE.take((ctx as usize, timing)) {
         return Ok(e as CUevent);
     }
@@ -121,7 +121,7 @@ fn create_event(api: &Api, ctx: CUcontext, timing: bool) -> Result<CUevent> {
 
 /// Keeps `e`, an event of `ctx` (current) that nothing will ask about
 /// again, for a later command, or destroys it.
-fn drop_event(api: &Api, ctx: CUcontext, timing: bool, e: CUevent) {
+pub fn drop_event(api: &Api, ctx: CUcontext, timing: bool, e: CUevent) {
     if !SPARE.keep((ctx as usize, timing), e as usize) {
         // SAFETY: a live event of the current context, destroyed once.
         unsafe { (api.cuEventDestroy)(e) };

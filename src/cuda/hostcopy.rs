@@ -12,10 +12,11 @@
 //! into a bounce block, which goes back once an event after the copy has
 //! passed: no host function holds up the stream.
 
+use super::events::{create_event, drop_event};
 use super::hold::Enq;
 use super::loader::{
-    check, Api, CUdeviceptr, CUevent, Memcpy2D, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
-    CU_MEMHOSTALLOC_PORTABLE, CU_MEMORYTYPE_UNIFIED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    check, Api, CUdeviceptr, CUevent, Memcpy2D, CUDA_SUCCESS, CU_MEMHOSTALLOC_PORTABLE,
+    CU_MEMORYTYPE_UNIFIED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
 };
 use super::state::Stream;
 use crate::core::error::Result;
@@ -117,24 +118,21 @@ fn reclaim(api: &Api, s: &Stream) {
             continue;
         }
         let p = in_use.remove(i);
-        // SAFETY: made in `release_after`, destroyed once.
-        unsafe { (api.cuEventDestroy)(p.done) };
+        // Asked about no more: kept for a later command.
+        drop_event(api, s.dev.ctx, false, p.done);
         FREE.lock().push(p.block);
     }
 }
 
 /// Gives `b` back once what is enqueued on `s` so far has run.
 fn release_after(api: &Api, s: &Stream, b: Block) -> Result<()> {
-    let mut done: CUevent = std::ptr::null_mut();
-    // SAFETY: `done` is a valid slot; the stream's context is current.
-    let rc = unsafe { (api.cuEventCreate)(&mut done, CU_EVENT_DISABLE_TIMING) };
-    if rc != CUDA_SUCCESS {
+    // The stream's context is current.
+    let Ok(done) = create_event(api, s.dev.ctx, false) else {
         return host_step(api, s, Step::Nothing, Some(b));
-    }
+    };
     // SAFETY: a live event and stream of the current context.
     if unsafe { (api.cuEventRecord)(done, s.raw) } != CUDA_SUCCESS {
-        // SAFETY: made above, used nowhere else.
-        unsafe { (api.cuEventDestroy)(done) };
+        drop_event(api, s.dev.ctx, false, done);
         return host_step(api, s, Step::Nothing, Some(b));
     }
     IN_USE.lock().push(InUse {
