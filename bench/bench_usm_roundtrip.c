@@ -6,7 +6,11 @@
  * clCreateBuffer, clEnqueueWriteBuffer/ReadBuffer (blocking) and
  * clReleaseMemObject, as a careful programmer writes it. Sizes 64 KiB to
  * 64 MiB; the two sides alternate over the rounds; medians per step, and
- * the whole round trip's ratio. Results are checked.
+ * the whole round trip's ratio. Then the same trip queued: the copy in,
+ * the launch and the copy out enqueued back to back with one wait at the
+ * end (raw: a non-blocking write, the kernel, a blocking read), the
+ * allocations made and freed outside the time. Results are checked, the
+ * output cleared before each trip.
  *
  * usage: bench_usm_roundtrip P.D [rounds] [max MiB] */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -40,7 +44,9 @@ static trip syrah_trip(syrah_queue *q, syrah_context *ctx, const syrah_device *d
   void *din = NULL, *dout = NULL;
   syrah_kernel_arg args[2];
   syrah_range r = syrah_range_1d(bytes / 4);
-  double t0 = now_us(), t1;
+  double t0, t1;
+  memset(out, 0, bytes);
+  t0 = now_us();
   SY_OK(syrah_malloc_device(ctx, dev, bytes, &din));
   SY_OK(syrah_malloc_device(ctx, dev, bytes, &dout));
   t1 = now_us();
@@ -70,10 +76,13 @@ static trip raw_trip(raw_env *e, const cl_uint *in, cl_uint *out, size_t bytes) 
   trip t;
   cl_int err;
   size_t global = bytes / 4;
-  double t0 = now_us(), t1;
-  cl_mem din = clCreateBuffer(e->ctx, CL_MEM_READ_ONLY, bytes, NULL, &err);
+  double t0, t1;
+  cl_mem din, dout;
+  memset(out, 0, bytes);
+  t0 = now_us();
+  din = clCreateBuffer(e->ctx, CL_MEM_READ_ONLY, bytes, NULL, &err);
   CL_OK(err);
-  cl_mem dout = clCreateBuffer(e->ctx, CL_MEM_WRITE_ONLY, bytes, NULL, &err);
+  dout = clCreateBuffer(e->ctx, CL_MEM_WRITE_ONLY, bytes, NULL, &err);
   CL_OK(err);
   t1 = now_us();
   t.us[0] = t1 - t0;
@@ -96,10 +105,59 @@ static trip raw_trip(raw_env *e, const cl_uint *in, cl_uint *out, size_t bytes) 
   return t;
 }
 
+/* The trip queued back to back on Syrah: µs from the copy in to the end
+ * of the wait; `*ok` cleared if the result is wrong. */
+static double syrah_queued(syrah_queue *q, syrah_context *ctx, const syrah_device *dev, syrah_kernel *k,
+                           const cl_uint *in, cl_uint *out, size_t bytes, int *ok) {
+  void *din = NULL, *dout = NULL;
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(bytes / 4);
+  double t0, t;
+  SY_OK(syrah_malloc_device(ctx, dev, bytes, &din));
+  SY_OK(syrah_malloc_device(ctx, dev, bytes, &dout));
+  memset(out, 0, bytes);
+  args[0] = syrah_arg_usm(din);
+  args[1] = syrah_arg_usm(dout);
+  t0 = now_us();
+  SY_OK(syrah_queue_memcpy(q, din, in, bytes, NULL, 0, NULL));
+  SY_OK(syrah_queue_launch(q, k, &r, args, 2, NULL, 0, NULL));
+  SY_OK(syrah_queue_memcpy(q, out, dout, bytes, NULL, 0, NULL));
+  SY_OK(syrah_queue_wait(q));
+  t = now_us() - t0;
+  SY_OK(syrah_free(ctx, din));
+  SY_OK(syrah_free(ctx, dout));
+  *ok &= check(out, in, bytes / 4);
+  return t;
+}
+
+/* The same on raw OpenCL. */
+static double raw_queued(raw_env *e, const cl_uint *in, cl_uint *out, size_t bytes, int *ok) {
+  cl_int err;
+  size_t global = bytes / 4;
+  double t0, t;
+  cl_mem din = clCreateBuffer(e->ctx, CL_MEM_READ_ONLY, bytes, NULL, &err);
+  CL_OK(err);
+  cl_mem dout = clCreateBuffer(e->ctx, CL_MEM_WRITE_ONLY, bytes, NULL, &err);
+  CL_OK(err);
+  memset(out, 0, bytes);
+  CL_OK(clSetKernelArg(e->k, 0, sizeof din, &din));
+  CL_OK(clSetKernelArg(e->k, 1, sizeof dout, &dout));
+  t0 = now_us();
+  CL_OK(clEnqueueWriteBuffer(e->q, din, CL_FALSE, 0, bytes, in, 0, NULL, NULL));
+  CL_OK(clEnqueueNDRangeKernel(e->q, e->k, 1, NULL, &global, NULL, 0, NULL, NULL));
+  CL_OK(clEnqueueReadBuffer(e->q, dout, CL_TRUE, 0, bytes, out, 0, NULL, NULL));
+  t = now_us() - t0;
+  CL_OK(clReleaseMemObject(din));
+  CL_OK(clReleaseMemObject(dout));
+  *ok &= check(out, in, bytes / 4);
+  return t;
+}
+
 int main(int argc, char **argv) {
   unsigned p = 0, d = 0;
-  int rounds = 9, max_mib = 64, r, s, ok = 1;
-  size_t bytes;
+  int rounds = 9, max_mib = 64, r, s, ok = 1, nsizes = 0;
+  size_t bytes, qsize[16];
+  double qsy[16], qrw[16], qratio[16];
   const syrah_device *dev;
   syrah_queue *q;
   syrah_context *ctx;
@@ -143,7 +201,7 @@ int main(int argc, char **argv) {
   for (bytes = 64 << 10; bytes <= ((size_t)max_mib << 20); bytes *= 4) {
     cl_uint *in = (cl_uint *)malloc(bytes), *out = (cl_uint *)malloc(bytes);
     double sy[STEPS][MAX_ROUNDS], rw[STEPS][MAX_ROUNDS], st[MAX_ROUNDS], rt[MAX_ROUNDS];
-    double msy[STEPS], mrw[STEPS], ratio;
+    double msy[STEPS], mrw[STEPS], ratio, qs[MAX_ROUNDS], qr[MAX_ROUNDS];
     size_t i;
     if (!in || !out) return 1;
     for (i = 0; i < bytes / 4; ++i) in[i] = (cl_uint)(i * 2654435761u);
@@ -154,6 +212,13 @@ int main(int argc, char **argv) {
       trip b = (r % 2) ? syrah_trip(q, ctx, dev, k, in, out, bytes) : raw_trip(&e, in, out, bytes);
       const trip *ts = (r % 2) ? &b : &a, *tr = (r % 2) ? &a : &b;
       ok &= a.ok && b.ok;
+      if (r % 2) {
+        qr[r] = raw_queued(&e, in, out, bytes, &ok);
+        qs[r] = syrah_queued(q, ctx, dev, k, in, out, bytes, &ok);
+      } else {
+        qs[r] = syrah_queued(q, ctx, dev, k, in, out, bytes, &ok);
+        qr[r] = raw_queued(&e, in, out, bytes, &ok);
+      }
       st[r] = rt[r] = 0;
       for (s = 0; s < STEPS; ++s) {
         sy[s][r] = ts->us[s];
@@ -167,6 +232,12 @@ int main(int argc, char **argv) {
       mrw[s] = median(rw[s], rounds);
     }
     ratio = median_ratio(st, rt, rounds);
+    if (nsizes < 16) {
+      qsize[nsizes] = bytes;
+      qsy[nsizes] = median(qs, rounds);
+      qrw[nsizes] = median(qr, rounds);
+      qratio[nsizes++] = median_ratio(qs, qr, rounds);
+    }
     printf("| %zu KiB | Syrah | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f |\n", bytes >> 10,
            msy[0], msy[1], msy[2], msy[3], msy[4], median(st, rounds), ratio);
     printf("| %zu KiB | raw | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | |\n", bytes >> 10, mrw[0],
@@ -181,6 +252,15 @@ int main(int argc, char **argv) {
   }
   printf("\nSteps: %s, %s, %s, %s, %s. Results: %s\n", step_names[0], step_names[1],
          step_names[2], step_names[3], step_names[4], ok ? "ok" : "WRONG");
+  printf("\nThe trip queued: copy in, launch and copy out back to back, one wait at the end "
+         "(allocations outside the time); medians, µs.\n\n");
+  printf("| size | Syrah | raw | Syrah / raw |\n|---|---|---|---|\n");
+  for (s = 0; s < nsizes; ++s) {
+    printf("| %zu KiB | %.1f | %.1f | %.3f |\n", qsize[s] >> 10, qsy[s], qrw[s], qratio[s]);
+    bench_json("{\"bench\":\"usm_roundtrip\",\"queued\":true,\"device\":\"%s\",\"name\":\"%s\","
+               "\"bytes\":%zu,\"syrah_us\":%.2f,\"raw_us\":%.2f,\"ratio\":%.4f,\"ok\":%s}",
+               argv[1], name, qsize[s], qsy[s], qrw[s], qratio[s], ok ? "true" : "false");
+  }
   raw_close(&e);
   SY_OK(syrah_kernel_release(k));
   SY_OK(syrah_program_release(prog));
