@@ -105,6 +105,47 @@ pub fn hold(
     Ok(handle)
 }
 
+/// What enqueues one command: run at once where nothing holds the
+/// command back, or turned into the body a held command keeps.
+pub trait Command {
+    /// Enqueues the command now, on the stream given (current).
+    fn now(self, api: &Api, s: &Stream, enq: &Enq) -> Result<()>;
+    /// The body to keep while the command is held.
+    fn held(self) -> Body;
+}
+
+/// A body that owns what it needs: run as it is, or boxed when held.
+struct Owned<F>(F);
+
+impl<F> Command for Owned<F>
+where
+    F: FnOnce(&Api, &Stream, &Enq) -> Result<()> + Send + 'static,
+{
+    fn now(self, api: &Api, s: &Stream, enq: &Enq) -> Result<()> {
+        (self.0)(api, s, enq)
+    }
+    fn held(self) -> Body {
+        Box::new(self.0)
+    }
+}
+
+/// A body that borrows from its caller (`now`), and what makes an owned
+/// one (`own`) only when the command is held.
+struct Borrowing<N, O>(N, O);
+
+impl<N, O> Command for Borrowing<N, O>
+where
+    N: FnOnce(&Api, &Stream, &Enq) -> Result<()>,
+    O: FnOnce() -> Body,
+{
+    fn now(self, api: &Api, s: &Stream, enq: &Enq) -> Result<()> {
+        (self.0)(api, s, enq)
+    }
+    fn held(self) -> Body {
+        (self.1)()
+    }
+}
+
 /// Runs one command on `q`: after `waits`, `body` enqueues it, and its
 /// event goes to `ev` when asked for. The stream's tail is held
 /// throughout, so a callback can tell whether anything followed. Where
@@ -114,24 +155,7 @@ pub fn command<F>(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, body: F)
 where
     F: FnOnce(&Api, &Stream, &Enq) -> Result<()> + Send + 'static,
 {
-    // Exactly one of the two below runs, and takes the body.
-    let slot = std::cell::Cell::new(Some(body));
-    let gone = || {
-        crate::core::error::Error::new(
-            crate::core::error::Status::Internal,
-            "a command's body was taken twice",
-        )
-    };
-    command_or_hold(
-        q,
-        waits,
-        ev,
-        |api, s, enq| slot.take().map_or_else(|| Err(gone()), |b| b(api, s, enq)),
-        || match slot.take() {
-            Some(b) => Box::new(b),
-            None => Box::new(move |_: &Api, _: &Stream, _: &Enq| Err(gone())),
-        },
-    )
+    run(q, waits, ev, Owned(body))
 }
 
 /// Runs one command on `q` as [`command`] does, where what enqueues it
@@ -149,13 +173,18 @@ where
     N: FnOnce(&Api, &Stream, &Enq) -> Result<()>,
     O: FnOnce() -> Body,
 {
+    run(q, waits, ev, Borrowing(now, own))
+}
+
+/// [`command`] and [`command_or_hold`] for any [`Command`].
+fn run(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, cmd: impl Command) -> Result<()> {
     let api = api()?;
     let s = Stream::of(q);
     make_current(api, s.dev.ctx)?;
     let mut tail = s.lock_tail();
     if must_hold(&tail, waits) {
         let arc = Stream::shared(q);
-        let made = hold(api, &arc, &mut tail, waits, ev.is_some(), own())?;
+        let made = hold(api, &arc, &mut tail, waits, ev.is_some(), cmd.held())?;
         drop(tail);
         if let (Some(slot), Some(e)) = (ev, made) {
             *slot = e;
@@ -174,11 +203,11 @@ where
         waits: Waits::Direct(waits),
     };
     let Some(slot) = ev else {
-        return now(api, s, &enq);
+        return cmd.now(api, s, &enq);
     };
     let e = Ev::command(api, &Stream::shared(q))?;
     e.start(api, s)?;
-    now(api, s, &enq)?;
+    cmd.now(api, s, &enq)?;
     e.recorded_new(api, s, seq)?;
     *slot = events::handle(e);
     Ok(())

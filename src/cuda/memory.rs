@@ -55,9 +55,16 @@ pub fn is_known(addr: usize) -> bool {
     ALLOCS.read().find(addr).is_some() || OTHER.read().find(addr).is_some()
 }
 
-/// Notes a memory object's allocation of `size` bytes at `ptr`.
+/// Notes a memory object's allocation, or registered host memory, of
+/// `size` bytes at `ptr`.
 pub fn remember_other(ptr: usize, size: usize, kind: AllocKind) {
     let _ = OTHER.write().insert(ptr, record(size, kind, ptr));
+}
+
+/// Forgets what [`remember_other`] noted at `ptr`; false where it noted
+/// nothing there.
+fn forget_other(ptr: usize) -> bool {
+    OTHER.write().remove(ptr).is_ok()
 }
 
 /// A memory object: `size` bytes at `ptr`, owned (freed when the last
@@ -102,7 +109,7 @@ pub fn release(m: MemH) {
         release(p);
     }
     let Some(ctx) = mem.owner else { return };
-    let _ = OTHER.write().remove(mem.ptr as usize);
+    let _ = forget_other(mem.ptr as usize);
     if let Ok(api) = api() {
         if make_current(api, ctx as super::loader::CUcontext).is_ok() {
             // SAFETY: allocated by the back end, freed once; CUDA's free
@@ -193,7 +200,7 @@ pub fn pin_host(ptr: usize, len: usize) -> bool {
 
 /// Undoes [`pin_host`] for the memory at `ptr`.
 pub fn unpin_host(ptr: usize) {
-    let _ = OTHER.write().remove(ptr);
+    let _ = forget_other(ptr);
     let (Ok(api), Some(ctx)) = (api(), any_context()) else {
         return;
     };
@@ -224,7 +231,7 @@ mod tests {
         assert_eq!(forget(a + 1), None, "only the start frees an allocation");
         assert_eq!(forget(a), Some((AllocKind::Shared, a - 256)));
         assert!(!is_known(a) && forget(a).is_none());
-        assert!(OTHER.write().remove(b).is_ok());
-        assert!(!is_known(b));
+        assert!(forget_other(b));
+        assert!(!is_known(b) && !is_known(b + 99) && !forget_other(b));
     }
 }

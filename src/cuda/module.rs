@@ -4,12 +4,12 @@
 
 use super::loader::{check, Api, CUfunction, CUmodule, CUstream, CUDA_SUCCESS};
 use super::ptx::{self, Entry, Param, Translated, OFFSET_BYTES};
-
-// The hidden parameter is pushed as two words of two 32-bit values each.
-const _: () = assert!(OFFSET_BYTES == 16);
 use crate::core::error::{Error, Result, Status};
 use smallvec::SmallVec;
 use std::ffi::{c_void, CString};
+
+// The hidden parameter is pushed as two words of two 32-bit values each.
+const _: () = assert!(OFFSET_BYTES == 16);
 
 /// A loaded module and its kernels' argument lists. The module is
 /// unloaded when dropped; the context it was loaded in must then still

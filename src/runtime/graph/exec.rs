@@ -36,15 +36,15 @@ pub enum Backend {
 /// `SYRAH_COMMAND_BUFFER`: `on` uses command-buffers wherever a graph can,
 /// `off` never (the device then reports none), anything else (the
 /// default, `auto`) times both and keeps the cheaper per graph.
-/// `ExecGraph::kept_backend`: no verdict yet, replay, command-buffer.
-const KEPT_NONE: u8 = 0;
-const KEPT_REPLAY: u8 = 1;
-const KEPT_BUFFER: u8 = 2;
-
 pub(crate) fn command_buffers_forced() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("SYRAH_COMMAND_BUFFER").is_ok_and(|v| v == "on"))
 }
+
+/// `ExecGraph::kept_backend`: no verdict yet, replay, command-buffer.
+const KEPT_NONE: u8 = 0;
+const KEPT_REPLAY: u8 = 1;
+const KEPT_BUFFER: u8 = 2;
 
 /// Counts of what a finalized graph's submissions did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,7 +85,8 @@ pub struct ExecGraph {
     pub backend: Backend,
     pub(crate) chooser: Mutex<BackendChooser>,
     /// The chooser's verdict once it has one (`KEPT_*`), read without its
-    /// lock by every submission after.
+    /// lock by every submission after; set only by `timed`, from the
+    /// chooser's own.
     kept_backend: std::sync::atomic::AtomicU8,
     /// Buffers whose coherence the graph plans itself.
     pub(crate) managed: Vec<Managed>,
