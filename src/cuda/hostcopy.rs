@@ -3,24 +3,26 @@
 //! enqueued and writes it while the caller waits, not when the stream
 //! reaches the copy, so a command the copy waits for (a host task, another
 //! device's copy into that memory) would be overtaken. Here such a copy
-//! goes through a pinned bounce block, and its host side is a host
-//! function that the stream runs in order (plain memory copies, no CUDA
-//! call). Where nothing on the stream is pending, CUDA's own copy is in
-//! order and is used. A copy from ordinary memory that nothing pending can
-//! write (what it waits for has completed, and so has every earlier
-//! command of its stream that writes ordinary memory) reads it at once
-//! into a bounce block, which goes back once an event after the copy has
-//! passed: no host function holds up the stream.
+//! goes through a pinned bounce block (`bounce`): a copy into ordinary
+//! memory is landed there by a thread of its own (`landing`), and
+//! otherwise the host side is a host function that the stream runs in
+//! order (plain memory copies, no CUDA call). Where nothing on the stream
+//! is pending, CUDA's own copy is in order and is used. A copy from
+//! ordinary memory that nothing pending can write (what it waits for has
+//! completed, and so has every earlier command of its stream that writes
+//! ordinary memory) reads it at once into a bounce block, which goes back
+//! once an event after the copy has passed: no host function holds up the
+//! stream.
 
-use super::events::{create_event, drop_event};
+use super::bounce::{give, release_after, take, Block};
 use super::hold::Enq;
+use super::landing;
 use super::loader::{
-    check, Api, CUdeviceptr, CUevent, Memcpy2D, CUDA_SUCCESS, CU_MEMHOSTALLOC_PORTABLE,
-    CU_MEMORYTYPE_UNIFIED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    check, Api, CUdeviceptr, Memcpy2D, CUDA_SUCCESS, CU_MEMORYTYPE_UNIFIED,
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
 };
 use super::state::Stream;
 use crate::core::error::Result;
-use parking_lot::Mutex;
 use std::ffi::c_void;
 
 /// One side of a rectangle copy: its base address, the rectangle's
@@ -71,106 +73,6 @@ pub fn is_pageable(api: &Api, addr: u64) -> bool {
     rc != CUDA_SUCCESS
 }
 
-/// A pinned bounce block.
-struct Block {
-    ptr: usize,
-    size: usize,
-}
-
-/// Bounce blocks not in use (kept for the process: copies reuse them).
-static FREE: Mutex<Vec<Block>> = Mutex::new(Vec::new());
-
-/// A bounce block still read by a copy: free once `done` (an event of
-/// context `ctx`, recorded on `stream` after the copy) has passed.
-struct InUse {
-    block: Block,
-    done: CUevent,
-    ctx: usize,
-    stream: usize,
-}
-
-// SAFETY: the event is an opaque CUDA handle, used only with its context
-// current.
-unsafe impl Send for InUse {}
-
-static IN_USE: Mutex<Vec<InUse>> = Mutex::new(Vec::new());
-
-/// Moves the blocks of `s`'s context whose copies have ended to `FREE`.
-/// The list is in enqueue order per stream, and a stream runs in order:
-/// once one of a stream's events has not passed, its later ones are not
-/// asked about (the driver is asked about as many blocks as come free,
-/// plus one per busy stream).
-fn reclaim(api: &Api, s: &Stream) {
-    let ctx = s.dev.ctx as usize;
-    let mut in_use = IN_USE.lock();
-    let mut busy: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
-    let mut i = 0;
-    while i < in_use.len() {
-        let p = &in_use[i];
-        if p.ctx != ctx || busy.contains(&p.stream) {
-            i += 1;
-            continue;
-        }
-        // SAFETY: a live event of the current context.
-        if unsafe { (api.cuEventQuery)(p.done) } != CUDA_SUCCESS {
-            busy.push(p.stream);
-            i += 1;
-            continue;
-        }
-        let p = in_use.remove(i);
-        // Asked about no more: kept for a later command.
-        drop_event(api, s.dev.ctx, false, p.done);
-        FREE.lock().push(p.block);
-    }
-}
-
-/// Gives `b` back once what is enqueued on `s` so far has run.
-fn release_after(api: &Api, s: &Stream, b: Block) -> Result<()> {
-    // The stream's context is current.
-    let Ok(done) = create_event(api, s.dev.ctx, false) else {
-        return host_step(api, s, Step::Nothing, Some(b));
-    };
-    // SAFETY: a live event and stream of the current context.
-    if unsafe { (api.cuEventRecord)(done, s.raw) } != CUDA_SUCCESS {
-        drop_event(api, s.dev.ctx, false, done);
-        return host_step(api, s, Step::Nothing, Some(b));
-    }
-    IN_USE.lock().push(InUse {
-        block: b,
-        done,
-        ctx: s.dev.ctx as usize,
-        stream: s.raw as usize,
-    });
-    Ok(())
-}
-
-fn take(api: &Api, s: &Stream, len: usize) -> Result<Block> {
-    if !IN_USE.lock().is_empty() {
-        reclaim(api, s);
-    }
-    {
-        let mut free = FREE.lock();
-        let best = free
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.size >= len)
-            .min_by_key(|(_, b)| b.size)
-            .map(|(i, _)| i);
-        if let Some(i) = best {
-            return Ok(free.swap_remove(i));
-        }
-    }
-    let size = len.max(64 * 1024).next_power_of_two();
-    let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: `p` is a valid slot; a context is current.
-    let rc = unsafe { (api.cuMemHostAlloc)(&mut p, size, CU_MEMHOSTALLOC_PORTABLE) };
-    check(api, rc, "cuMemHostAlloc")?;
-    Ok(Block {
-        ptr: p as usize,
-        size,
-    })
-}
-
 /// What a host function does when the stream reaches it.
 enum Step {
     Linear {
@@ -183,7 +85,6 @@ enum Step {
         src: Rect,
         region: [usize; 3],
     },
-    Nothing,
 }
 
 struct HostStep {
@@ -224,10 +125,9 @@ unsafe extern "C" fn run_step(user: *mut c_void) {
         },
         // SAFETY: as above.
         Step::Rect { dst, src, region } => unsafe { copy_rect_host(&dst, &src, region) },
-        Step::Nothing => {}
     }
     if let Some(b) = s.back {
-        FREE.lock().push(b);
+        give(b);
     }
 }
 
@@ -239,7 +139,8 @@ fn host_step(api: &Api, s: &Stream, step: Step, back: Option<Block>) -> Result<(
         // SAFETY: not launched, so still ours.
         let h = unsafe { Box::from_raw(p) };
         if let Some(b) = h.back {
-            FREE.lock().push(b);
+            // A copy enqueued before may still use it.
+            let _ = release_after(api, s, b);
         }
     }
     check(api, rc, "cuLaunchHostFunc")
@@ -309,14 +210,17 @@ pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize, enq: &Enq) ->
             let at = b.ptr as u64;
             host_step(api, s, Step::Linear { dst: at, src, len }, None)?;
             let r = device_copy(api, s, dst, at, len);
-            host_step(api, s, Step::Nothing, Some(b))?;
+            release_after(api, s, b)?;
             r
         }
         (true, false) => {
+            if landing::land(api, s, dst, src, len)? {
+                return Ok(());
+            }
             let b = take(api, s, len)?;
             let at = b.ptr as u64;
             if let Err(e) = device_copy(api, s, at, src, len) {
-                FREE.lock().push(b);
+                give(b);
                 return Err(e);
             }
             host_step(api, s, Step::Linear { dst, src: at, len }, Some(b))
@@ -385,14 +289,14 @@ pub fn copy_rect(
                 None,
             )?;
             let r = device_rect(api, s, &dst, &packed, region);
-            host_step(api, s, Step::Nothing, Some(b))?;
+            release_after(api, s, b)?;
             r
         }
         (true, false) => {
             let b = take(api, s, total)?;
             let packed = Rect::dense(b.ptr as u64, region);
             if let Err(e) = device_rect(api, s, &packed, &src, region) {
-                FREE.lock().push(b);
+                give(b);
                 return Err(e);
             }
             host_step(

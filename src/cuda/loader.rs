@@ -91,6 +91,7 @@ pub struct KernelNodeParams {
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_NOT_READY: CUresult = 600;
+pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
 pub const CUDA_ERROR_UNKNOWN: CUresult = 999;
 pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 1;
 pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: i32 = 2;
@@ -115,6 +116,8 @@ macro_rules! cuda_table {
             /// Path or name the library was opened from.
             pub origin: String,
             $( pub $name: unsafe extern "C" fn( $( $arg ),* ) -> CUresult, )*
+            /// Stream memory operations, where the driver has them.
+            pub stream_ops: Option<StreamOps>,
         }
 
         impl Api {
@@ -145,7 +148,8 @@ macro_rules! cuda_table {
                         }
                     };
                 )*
-                Ok(Api { _libs: libs, origin, $( $name, )* })
+                let stream_ops = StreamOps::resolve(&libs);
+                Ok(Api { _libs: libs, origin, $( $name, )* stream_ops })
             }
         }
     };
@@ -210,6 +214,43 @@ cuda_table! {
     cuGraphExecKernelNodeSetParams = "cuGraphExecKernelNodeSetParams_v2": fn(CUgraphExec, CUgraphNode, *const KernelNodeParams);
     cuGraphExecDestroy = "cuGraphExecDestroy": fn(CUgraphExec);
     cuGraphDestroy = "cuGraphDestroy": fn(CUgraph);
+}
+
+/// `cuStreamWaitValue32` and `cuStreamWriteValue32`: a stream waiting
+/// for, or writing, a 32-bit word of memory (here pinned host memory
+/// mapped into the device), and `cuMemHostGetDevicePointer`, which gives
+/// such memory's device address. Absent from drivers before CUDA 11.7.
+#[derive(Clone, Copy)]
+pub struct StreamOps {
+    pub wait: unsafe extern "C" fn(CUstream, CUdeviceptr, u32, c_uint) -> CUresult,
+    pub write: unsafe extern "C" fn(CUstream, CUdeviceptr, u32, c_uint) -> CUresult,
+    pub device_pointer: unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CUresult,
+}
+
+/// `CU_STREAM_WAIT_VALUE_GEQ`: wait until the word, compared cyclically,
+/// is at least the value.
+pub const CU_STREAM_WAIT_VALUE_GEQ: c_uint = 0;
+/// `CU_STREAM_WRITE_VALUE_DEFAULT`: the write comes after a fence, so
+/// what the stream wrote before is seen first.
+pub const CU_STREAM_WRITE_VALUE_DEFAULT: c_uint = 0;
+
+impl StreamOps {
+    /// The three entry points from the first of `libs` that has each;
+    /// `None` where one is missing.
+    fn resolve(libs: &[libloading::Library]) -> Option<StreamOps> {
+        fn find<T: Copy>(libs: &[libloading::Library], sym: &[u8]) -> Option<T> {
+            // SAFETY: `T` is the driver API's signature for this versioned
+            // name (see the fields of `StreamOps`); the pointer is copied
+            // out while `libs` stay loaded in the `Api` that keeps it.
+            libs.iter()
+                .find_map(|lib| unsafe { lib.get::<T>(sym) }.ok().map(|s| *s))
+        }
+        Some(StreamOps {
+            wait: find(libs, b"cuStreamWaitValue32_v2\0")?,
+            write: find(libs, b"cuStreamWriteValue32_v2\0")?,
+            device_pointer: find(libs, b"cuMemHostGetDevicePointer_v2\0")?,
+        })
+    }
 }
 
 /// A host function a stream runs in order (`cuLaunchHostFunc`); it must

@@ -3,6 +3,7 @@
 //! made loadable by CUDA (`ptx`), and modules with their launches
 //! (`module`).
 
+pub mod bounce;
 pub mod callbacks;
 pub mod devices;
 pub mod driver;
@@ -10,6 +11,7 @@ pub mod events;
 pub mod graph;
 pub mod hold;
 pub mod hostcopy;
+pub mod landing;
 pub mod loader;
 pub mod memory;
 pub mod module;
