@@ -458,3 +458,17 @@ cu_result cuGraphExecKernelNodeSetParams_v2(void *exec, void *node, const void *
   return REAL_CUDA(cuGraphExecKernelNodeSetParams_v2, cu_result (*)(void *, void *, const void *))(exec, node,
                                                                                                     params);
 }
+
+cu_result cuStreamWriteValue32_v2(void *stream, cu_ptr addr, unsigned value, unsigned flags) {
+  cl_int code;
+  if (should_fail("cuStreamWriteValue32", &code)) return code;
+  return REAL_CUDA(cuStreamWriteValue32_v2, cu_result (*)(void *, cu_ptr, unsigned, unsigned))(stream, addr, value,
+                                                                                               flags);
+}
+
+cu_result cuStreamWaitValue32_v2(void *stream, cu_ptr addr, unsigned value, unsigned flags) {
+  cl_int code;
+  if (should_fail("cuStreamWaitValue32", &code)) return code;
+  return REAL_CUDA(cuStreamWaitValue32_v2, cu_result (*)(void *, cu_ptr, unsigned, unsigned))(stream, addr, value,
+                                                                                              flags);
+}

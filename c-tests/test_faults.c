@@ -479,6 +479,64 @@ static void graph_copy(env *e) {
   EXPECT_OK(syrah_free(e->ctx, b));
 }
 
+/* CUDA: a copy into ordinary memory behind running work, landed through
+ * a pinned block (the device marks each chunk, the stream waits for the
+ * host's copy), whose marking or waiting fails once. A failed mark fails
+ * the copy; a failed wait fails it after the data has landed. Either
+ * way a second copy works. */
+static void landing(env *e) {
+  static const char *spin_src =
+      "__kernel void spin(__global uint *s, uint n) {\n"
+      "  uint x = s[get_global_id(0)];\n"
+      "  for (uint k = 0; k < n; ++k) x = x * 1664525u + 1013904223u;\n"
+      "  s[get_global_id(0)] = x;\n"
+      "}\n";
+  static const char *calls[2] = {"cuStreamWriteValue32", "cuStreamWaitValue32"};
+  size_t n = 0;
+  int *host = fresh_host(&n), *back = (int *)malloc(n * sizeof(int)), c;
+  void *m = NULL, *scratch = NULL;
+  syrah_program *p = NULL;
+  syrah_kernel *spin = NULL;
+  uint32_t iters = 200000;
+  syrah_kernel_arg args[2];
+  syrah_range r = syrah_range_1d(4096);
+  if (!host || !back || syrah_malloc_device(e->ctx, e->d, n * sizeof(int), &m) != SYRAH_SUCCESS ||
+      syrah_malloc_device(e->ctx, e->d, 4096 * sizeof(uint32_t), &scratch) != SYRAH_SUCCESS ||
+      syrah_program_create_from_source(e->ctx, spin_src, NULL, &p) != SYRAH_SUCCESS ||
+      syrah_kernel_create(p, "spin", &spin) != SYRAH_SUCCESS) {
+    T_FAIL("landing setup: %s", syrah_last_error_message());
+    goto out;
+  }
+  args[0] = syrah_arg_usm(scratch);
+  args[1] = syrah_arg_value(&iters, sizeof iters);
+  EXPECT_OK(syrah_queue_memcpy(e->q, m, host, n * sizeof(int), NULL, 0, NULL));
+  for (c = 0; c < 2; ++c) {
+    syrah_status s;
+    memset(back, 0, n * sizeof(int));
+    EXPECT_OK(syrah_queue_launch(e->q, spin, &r, args, 2, NULL, 0, NULL));
+    arm(c ? "a copy into ordinary memory, the stream's wait for it" : "a copy into ordinary memory, its marks",
+        calls[c], 0, busy(e));
+    s = syrah_queue_memcpy(e->q, back, m, n * sizeof(int), NULL, 0, NULL);
+    once(s, e->q, calls[c]);
+    disarm(calls[c], 0);
+    /* The stream waited for nothing: the data landed before the failure
+     * was reported. */
+    if (c) expect_data(back, n, 0, "copy whose stream wait failed");
+    memset(back, 0, n * sizeof(int));
+    EXPECT_OK(syrah_queue_launch(e->q, spin, &r, args, 2, NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_memcpy(e->q, back, m, n * sizeof(int), NULL, 0, NULL));
+    EXPECT_OK(syrah_queue_wait(e->q));
+    expect_data(back, n, 0, "copy into ordinary memory after a failed one");
+  }
+out:
+  if (spin) syrah_kernel_release(spin);
+  if (p) syrah_program_release(p);
+  if (m) EXPECT_OK(syrah_free(e->ctx, m));
+  if (scratch) EXPECT_OK(syrah_free(e->ctx, scratch));
+  free(host);
+  free(back);
+}
+
 static void test_device(const syrah_device *d) {
   env e;
   syrah_program *p = NULL;
@@ -512,6 +570,10 @@ static void test_device(const syrah_device *d) {
   }
   creation(&e);
   graph(&e);
+  if (e.cuda)
+    landing(&e);
+  else
+    t_skip("landed copies into ordinary memory", "only the CUDA back end lands copies through marks");
 
   EXPECT_OK(syrah_kernel_release(e.k));
   EXPECT_OK(syrah_queue_release(e.q));

@@ -11,7 +11,10 @@
  *   test_usm_order stress   new seeds for SYRAH_STRESS_SECONDS (30 unless set)
  *
  * SYRAH_USM_ORDER_SEED sets the first seed, SYRAH_USM_ORDER_STEPS the steps
- * of a run; a failure prints the line that reproduces it. */
+ * of a run; a failure prints the line that reproduces it. To narrow one
+ * down, SYRAH_USM_ORDER_OPS keeps only the kinds of step whose bits it sets
+ * (1 busy kernel, 2 add kernel, 4 device to host, 8 host to device, 16
+ * host to host, 32 host task) and SYRAH_USM_ORDER_QUEUES=1 uses one queue. */
 #include "testing.h"
 
 #include <stdint.h>
@@ -59,6 +62,7 @@ static syrah_status run_job(const syrah_host_task_context *c, void *user) {
 
 static uint64_t first_seed;
 static int steps;
+static unsigned ops_mask = 63, queues = 2;
 
 static void env_close(env *e) {
   int i;
@@ -153,7 +157,7 @@ static int random_run(env *e, uint64_t seed, int nsteps) {
   syrah_event *last = NULL;
   int s, ok = 1;
   for (s = 0; s < nsteps && ok; ++s) {
-    syrah_queue *q = e->q[t_rnd(&rng) % 4 == 0];
+    syrah_queue *q = e->q[t_rnd(&rng) % 4 == 0 && queues > 1];
     int a = (int)(t_rnd(&rng) % ARRAYS), b = (int)(t_rnd(&rng) % ARRAYS);
     size_t off, off2, len, i;
     syrah_event *ev = NULL;
@@ -163,7 +167,12 @@ static int random_run(env *e, uint64_t seed, int nsteps) {
     dep[0] = last;
     span(&rng, &off, &len);
     off2 = t_rnd(&rng) % (N - len + 1);
-    switch (t_rnd(&rng) % 7) {
+    unsigned kind = t_rnd(&rng) % 7;
+    if (!(ops_mask >> (kind <= 2 ? kind : kind - 1) & 1)) {
+      --s;
+      continue;
+    }
+    switch (kind) {
       case 0: { /* a kernel that keeps the device busy, touching no array */
         uint32_t n = 2000 + t_rnd(&rng) % 20000;
         syrah_kernel_arg args[2];
@@ -258,6 +267,9 @@ int main(int argc, char **argv) {
   first_seed = t_env_u64("SYRAH_USM_ORDER_SEED", stress ? (uint64_t)time(NULL) : 1);
   steps = (int)t_env_u64("SYRAH_USM_ORDER_STEPS", stress ? 400 : 80);
   if (steps < 1 || steps > MAX_STEPS) steps = MAX_STEPS;
+  ops_mask = (unsigned)t_env_u64("SYRAH_USM_ORDER_OPS", 63) & 63;
+  if (!ops_mask) ops_mask = 63;
+  queues = t_env_u64("SYRAH_USM_ORDER_QUEUES", 2) == 1 ? 1 : 2;
   if (!stress) {
     t_for_each_device(per_device);
     return t_finish("test_usm_order");

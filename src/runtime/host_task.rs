@@ -284,6 +284,8 @@ impl Queue {
             let ids: Vec<u64> = waits.iter().map(|d| d.id).collect();
             t.graph_node(&done, "host", &ids);
         }
+        // Host code may write ordinary memory that a later copy reads.
+        self.note_host_hazards(&waits, Some(&done));
         waits.retain(|d| d.passes_failure_on());
         self.hold(done.clone(), keep);
         if self.in_order {

@@ -85,6 +85,11 @@ pub struct Device {
     /// Whether large copies with ordinary host memory go through pinned
     /// chunks.
     pub staging: crate::core::staging::Staging,
+    /// Whether the driver reads ordinary host memory when a copy from it
+    /// is enqueued rather than when its queue reaches the copy (NVIDIA's
+    /// OpenCL; `SYRAH_HOST_READS=early` or `late` says so for any device):
+    /// such a copy behind unfinished work waits for it on the host.
+    pub reads_host_early: bool,
     /// The device (platform and device index) whose OpenCL compiler
     /// builds OpenCL C for this one, where its back end takes only
     /// binaries (the CUDA back end takes NVIDIA OpenCL's PTX).
@@ -379,6 +384,11 @@ fn load_device(
     }
     let double_fp: cl_ulong = info::device_scalar_or(api, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0);
     let vendor = info::device_string(api, id, CL_DEVICE_VENDOR).unwrap_or_default();
+    let reads_host_early = match std::env::var("SYRAH_HOST_READS").as_deref() {
+        Ok("early") => true,
+        Ok("late") => false,
+        _ => vendor.contains("NVIDIA"),
+    };
     let base_align = if vendor.contains("NVIDIA") {
         0
     } else {
@@ -419,6 +429,7 @@ fn load_device(
         strategy,
         usm,
         staging,
+        reads_host_early,
         routes: Default::default(),
         compiler: None,
     })
@@ -549,6 +560,8 @@ fn cuda_device(
         strategy,
         usm: usm_support(strategy, &caps),
         staging: crate::core::staging::enabled(false, None).0,
+        // The CUDA back end keeps copies with ordinary memory in order.
+        reads_host_early: false,
         routes: Default::default(),
         compiler: twin.map(|t| (t.platform_index, t.index)),
     }

@@ -370,8 +370,8 @@ impl Queue {
     }
 
     /// A copy between host memory and device memory through pinned chunks
-    /// (or timed, straight to the driver: `how.1`), after `deps`, as a host
-    /// job; `keep` lives until it is done.
+    /// (or straight to the driver, timed or not: `how.1`), after `deps`,
+    /// as a host job; `keep` lives until it is done.
     ///
     /// # Safety
     /// Both ranges must be valid for `size` bytes until the copy completes.
@@ -411,7 +411,7 @@ impl Queue {
             // SAFETY: the submitter guarantees both ranges until the job's
             // event completes, which happens after this returns.
             unsafe {
-                if route == Route::Probe {
+                if route != Route::Staged {
                     st.copy_direct(d, s, size, &*device, done.id)?
                 } else {
                     st.copy(way, d, s, size, device, done.id)?
@@ -425,13 +425,15 @@ impl Queue {
             if route == Route::Staged && ready_at != 0 {
                 took += began.saturating_sub(ready_at);
             }
-            q.device.record_route(way, size, route, took);
+            if route != Route::Direct {
+                q.device.record_route(way, size, route, took);
+            }
             Ok(())
         };
-        let how = if route == Route::Probe {
-            "direct, timed"
-        } else {
-            "staged"
+        let how = match route {
+            Route::Probe => "direct, timed",
+            Route::Direct => "direct, after its dependencies",
+            Route::Staged => "staged",
         };
         me.submit_host_job(deps, &format!("{what} ({how})"), size, keep, Box::new(job))
     }

@@ -8,6 +8,8 @@ use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
 use crate::core::registry::AllocKind;
+use crate::core::route::Route;
+use crate::runtime::staging_pipe::Way;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -140,20 +142,8 @@ impl Queue {
         if self.ctx.strategy == UsmStrategy::None {
             // Without USM both sides are host memory: the copy needs no
             // device, and runs on a host thread in the queue's order.
-            let me = self
-                .self_arc()
-                .ok_or_else(|| Error::new(Status::Internal, "a memcpy on a queue being dropped"))?;
-            let job = move |_: u64, _: &Event| -> Result<()> {
-                // SAFETY: the caller keeps both host ranges valid until the
-                // copy's event completes, after this returns; they do not
-                // overlap (checked above).
-                unsafe { std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, size) };
-                Ok(())
-            };
-            let what = format!("memcpy of {size} bytes between host memory");
-            return me
-                .submit_host_job(deps, &what, size, None, Box::new(job))
-                .map(Submitted::Event);
+            // SAFETY: forwarded from the caller; no overlap (checked above).
+            return unsafe { self.host_memcpy(dst, src, size, deps) }.map(Submitted::Event);
         }
         self.check_copy_operand(dst, size, "memcpy destination")?;
         self.check_copy_operand(src, size, "memcpy source")?;
@@ -172,15 +162,76 @@ impl Queue {
             }
             .map(Submitted::Event);
         }
-        self.submit_quiet(
+        // Where the driver reads ordinary memory early (see
+        // `queue::hazards`), a copy from it behind unfinished work goes to
+        // the driver from a host job once that work is done, and a copy
+        // into it is noted for later ones.
+        let ordinary = |p: *const c_void| {
+            self.device.reads_host_early
+                && self.ctx.pointer_kind(p).is_none()
+                && !self.ctx.is_pinned(p, size)
+        };
+        if ordinary(src) && self.host_read_must_wait(deps) {
+            if ordinary(dst) {
+                // SAFETY: forwarded from the caller.
+                return unsafe { self.host_memcpy(dst, src, size, deps) }.map(Submitted::Event);
+            }
+            let how = (Way::ToDevice, Route::Direct);
+            // SAFETY: forwarded from the caller.
+            return unsafe {
+                self.staged_copy(
+                    how,
+                    dst,
+                    src,
+                    size,
+                    deps,
+                    &format!("memcpy of {size} bytes"),
+                    None,
+                )
+            }
+            .map(Submitted::Event);
+        }
+        let writes_host = ordinary(dst);
+        let done = self.submit_quiet(
             deps,
             &[],
             format!("memcpy of {size} bytes"),
             None,
-            want_event,
+            want_event || writes_host,
             |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
-        )
-        .map(|done| done.with_bytes(size))
+        )?;
+        if let (true, Submitted::Event(e)) = (writes_host, &done) {
+            self.note_host_hazards(&[], Some(e));
+        }
+        Ok(done.with_bytes(size))
+    }
+
+    /// A copy between two ranges of host memory on a host thread, in the
+    /// queue's order after `deps`.
+    ///
+    /// # Safety
+    /// Both ranges must stay valid until the copy's event completes, and
+    /// must not overlap.
+    unsafe fn host_memcpy(
+        &self,
+        dst: *mut c_void,
+        src: *const c_void,
+        size: usize,
+        deps: &[Arc<Event>],
+    ) -> Result<Arc<Event>> {
+        let me = self
+            .self_arc()
+            .ok_or_else(|| Error::new(Status::Internal, "a memcpy on a queue being dropped"))?;
+        let (d, s) = (dst as usize, src as usize);
+        let job = move |_: u64, _: &Event| -> Result<()> {
+            // SAFETY: the caller keeps both host ranges valid until the
+            // copy's event completes, after this returns; they do not
+            // overlap.
+            unsafe { std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, size) };
+            Ok(())
+        };
+        let what = format!("memcpy of {size} bytes between host memory");
+        me.submit_host_job(deps, &what, size, None, Box::new(job))
     }
 
     /// A copy between trusted pointers (buffer allocations and their host

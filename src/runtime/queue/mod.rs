@@ -10,8 +10,10 @@
 //! some drivers stall every later command of a queue behind such a wait.
 //!
 //! The files, from the bottom up: `state` (the types), `lanes`, `tracking`
-//! (commands in flight), `submit` and `wait`.
+//! (commands in flight), `hazards` (copies from ordinary memory on drivers
+//! that read it early), `submit` and `wait`.
 
+mod hazards;
 mod lanes;
 mod state;
 mod submit;

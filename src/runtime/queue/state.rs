@@ -169,6 +169,9 @@ pub struct Queue {
     pub(crate) me: std::sync::Weak<Queue>,
     pub(crate) inflight: Mutex<Inflight>,
     pub(crate) errors: Mutex<Vec<Error>>,
+    /// What a copy from ordinary host memory waits for on the host, on a
+    /// device that reads such memory early (see `hazards`).
+    pub(crate) host_hazards: Mutex<Vec<Arc<Event>>>,
 }
 
 impl Queue {

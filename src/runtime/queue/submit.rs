@@ -79,6 +79,7 @@ impl Queue {
                 since_front: 0,
             }),
             errors: Mutex::new(Vec::new()),
+            host_hazards: Mutex::new(Vec::new()),
         });
         let mut qs = ctx.queues.lock();
         qs.retain(|w| w.strong_count() > 0);
@@ -222,6 +223,7 @@ impl Queue {
         want_event: bool,
         enqueue: impl FnOnce(QueueH, &[EventH], Option<&mut EventH>) -> Result<()>,
     ) -> Result<Submitted> {
+        self.note_host_hazards(deps, None);
         // An in-order queue's one lane orders the command after commands of
         // `on_lanes` anyway. On an out-of-order queue it follows those of
         // the first lane named there; the others get events to wait on.
@@ -435,6 +437,7 @@ impl Queue {
         keep: Keep,
         enqueue: impl FnOnce(QueueH, &[EventH], &mut EventH) -> Result<()>,
     ) -> Result<Arc<Event>> {
+        self.note_host_hazards(deps, None);
         let mut lanes = self.lanes.lock();
         let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         if let Some(b) = &lanes.barrier {

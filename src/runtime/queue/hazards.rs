@@ -1,0 +1,49 @@
+//! Copies from ordinary host memory on devices whose driver reads that
+//! memory when such a copy is enqueued, not when the queue reaches it
+//! (NVIDIA's OpenCL does for small copies: a copy from memory that an
+//! earlier command of the same in-order queue writes would send what was
+//! there before). What such a copy must wait for on the host before the
+//! driver sees it: commands of its queue that write ordinary memory
+//! (copies into it, host jobs and tasks) and, on an in-order queue, the
+//! dependencies its commands were given that had not finished then.
+
+use super::state::Queue;
+use crate::runtime::event::Event;
+use std::sync::Arc;
+
+impl Queue {
+    /// Notes, for a command about to be submitted to a device that reads
+    /// ordinary memory early, its dependencies not known to be done (an
+    /// in-order queue's later commands come after them), and `writer`,
+    /// the command itself where it writes ordinary host memory.
+    pub(crate) fn note_host_hazards(&self, deps: &[Arc<Event>], writer: Option<&Arc<Event>>) {
+        if !self.device.reads_host_early {
+            return;
+        }
+        let pending = self.in_order && deps.iter().any(|d| !d.known_done());
+        if !pending && writer.is_none() {
+            return;
+        }
+        let mut h = self.host_hazards.lock();
+        h.retain(|e| !e.known_done());
+        if pending {
+            h.extend(deps.iter().filter(|d| !d.known_done()).cloned());
+        }
+        h.extend(writer.cloned());
+    }
+
+    /// Whether a copy from ordinary host memory after `deps` must wait on
+    /// the host for them and for what this queue noted (see above) before
+    /// the driver sees it.
+    pub(crate) fn host_read_must_wait(&self, deps: &[Arc<Event>]) -> bool {
+        if !self.device.reads_host_early {
+            return false;
+        }
+        if deps.iter().any(|d| !d.is_done()) {
+            return true;
+        }
+        let mut h = self.host_hazards.lock();
+        h.retain(|e| !e.is_done());
+        !h.is_empty()
+    }
+}
