@@ -309,17 +309,19 @@ impl Buffer {
         let _turn = s.take_turn();
         let mut st = s.state.lock();
         prune(&mut st);
-        wait_on_host(
-            &mut st,
-            &pages,
-            mode.writes(),
-            &format!("a {} host accessor", mode.name()),
-        )?;
+        let what = format!("a {} host accessor", mode.name());
+        refuse_held(&st, &pages, mode.writes(), &what)?;
         let mut host = ensure_host(&s, &mut st, mode.writes())?;
+        // The copies home go behind the commands that write the pages (they
+        // wait for them themselves), so that they start as those end; then
+        // everything the accessor conflicts with is waited for at once.
+        let mut fetched = Vec::new();
         for part in self.fetch_boxes(mode, offset, range, &pages) {
-            for e in fetch(&s, &mut st, 0, &part, None)? {
-                e.wait()?;
-            }
+            fetched.extend(fetch(&s, &mut st, 0, &part, None)?);
+        }
+        wait_on_host(&mut st, &pages, mode.writes(), &what)?;
+        for e in fetched {
+            e.wait()?;
         }
         // Data fetched into read-only user memory goes to a private copy
         // instead, which the accessor must see.
@@ -367,6 +369,22 @@ impl Buffer {
         }
         Ok(evs)
     }
+}
+
+/// Refuses a host access that conflicts with another host accessor of the
+/// buffer that is still held.
+fn refuse_held(st: &State, pages: &Box3, write: bool, what: &str) -> Result<()> {
+    let mut held = false;
+    st.tracker.for_each_conflict(pages, write, 0, |t| {
+        held |= matches!(t, Token::Host(h) if !h.released.load(Ordering::Acquire));
+    });
+    if held {
+        return Err(Error::invalid(format!(
+            "{what} conflicts with another host accessor of this buffer that is still held; \
+             release it first"
+        )));
+    }
+    Ok(())
 }
 
 /// Waits on this thread for the recorded accesses that an access of
