@@ -301,6 +301,25 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       EXPECT_OK(syrah_queue_wait(s->q[qi]));
       continue;
     }
+    if (roll < 13) {
+      /* A read of a few elements between groups, into memory of our own. */
+      int bi = (int)below((size_t)nb);
+      size_t len = 1 + below(64), off = below(N - len + 1);
+      size_t r[3] = {0, 0, 0}, o[3] = {0, 0, 0};
+      uint32_t got[64];
+      r[0] = len;
+      o[0] = off;
+      if (syrah_buffer_read(b[bi], o, r, got) != SYRAH_SUCCESS) {
+        T_FAIL("%s seed %llu group %d: read: %s", s->name, (unsigned long long)seed, g,
+               syrah_last_error_message());
+        ok = 0;
+        break;
+      }
+      snprintf(what, sizeof what, "%s seed %llu: read of b%d [%zu, %zu) after %d groups", s->name,
+               (unsigned long long)seed, bi, off, off + len, g);
+      ok &= compare(what, got, model[bi] + off, off, len);
+      continue;
+    }
     {
       int ai = (int)below((size_t)nb), bi = (int)below((size_t)nb), di;
       uint32_t mode = (uint32_t)below(4), salt = 1000u + (uint32_t)g;

@@ -373,7 +373,7 @@ impl Buffer {
 
 /// Refuses a host access that conflicts with another host accessor of the
 /// buffer that is still held.
-fn refuse_held(st: &State, pages: &Box3, write: bool, what: &str) -> Result<()> {
+pub(crate) fn refuse_held(st: &State, pages: &Box3, write: bool, what: &str) -> Result<()> {
     let mut held = false;
     st.tracker.for_each_conflict(pages, write, 0, |t| {
         held |= matches!(t, Token::Host(h) if !h.released.load(Ordering::Acquire));

@@ -3,10 +3,10 @@
 //! wherever they are current, without making any page current anywhere
 //! (a host accessor would bring whole pages home).
 
-use super::access::wait_on_host;
+use super::access::{refuse_held, wait_on_host};
 use super::alloc::host_ptr;
 use super::storage::Buffer;
-use super::transfer::{fetch, prune, transfer_queue};
+use super::transfer::{fetch, prune, token_events_for_copy, transfer_queue};
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3};
 use std::ffi::c_void;
@@ -45,7 +45,7 @@ impl Buffer {
                 "the buffer holds no data yet: nothing has been written to it",
             ));
         }
-        wait_on_host(&mut st, &pages, false, "a read")?;
+        refuse_held(&st, &pages, false, "a read")?;
         let runs = g.byte_runs(&elements(offset, range));
         let total: usize = runs.iter().map(|r| r.1).sum();
         // From the host when its pages are current there.
@@ -53,6 +53,9 @@ impl Buffer {
             if let Some(i) = (1..st.bits.len()).find(|&i| pages::all_set(&g, &st.bits[i], &pages)) {
                 // Straight from the device holding all of them: these bytes
                 // only.
+                // Behind the commands writing these pages (the copies wait
+                // for them), then everything is waited for once.
+                let deps = token_events_for_copy(&mut st, &pages, 0, i)?;
                 let q = transfer_queue(&mut st, i)?;
                 let (ptr, mem) = (st.devs[i - 1].ptr, st.devs[i - 1].mem);
                 let mut at = 0;
@@ -60,7 +63,7 @@ impl Buffer {
                 for &(off, len) in &runs {
                     let to = dst as usize + at;
                     let ev = match mem.filter(|_| ptr == 0) {
-                        Some(m) => q.copy_mem((None, to), (Some(m), 0), (0, off), len, &[])?,
+                        Some(m) => q.copy_mem((None, to), (Some(m), 0), (0, off), len, &deps)?,
                         // SAFETY: the allocation holds the buffer's bytes
                         // and the run lies inside it; `dst` holds `total`
                         // bytes per the contract; waited for below.
@@ -69,7 +72,7 @@ impl Buffer {
                                 to as *mut c_void,
                                 (ptr + off) as *const c_void,
                                 len,
-                                &[],
+                                &deps,
                                 format!("read of {len} bytes"),
                                 None,
                             )
@@ -80,15 +83,20 @@ impl Buffer {
                     st.stats.d2h_bytes += len as u64;
                     st.stats.d2h_copies += 1;
                 }
+                wait_on_host(&mut st, &pages, false, "a read")?;
                 for e in events {
                     e.wait()?;
                 }
                 return Ok(total);
             }
             // Spread over several places: bring the pages home first.
-            for e in fetch(&s, &mut st, 0, &pages, None)? {
+            let fetched = fetch(&s, &mut st, 0, &pages, None)?;
+            wait_on_host(&mut st, &pages, false, "a read")?;
+            for e in fetched {
                 e.wait()?;
             }
+        } else {
+            wait_on_host(&mut st, &pages, false, "a read")?;
         }
         let host = host_ptr(&st)
             .ok_or_else(|| Error::new(Status::Internal, "current pages without host storage"))?;
