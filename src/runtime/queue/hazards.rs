@@ -11,6 +11,10 @@ use super::state::Queue;
 use crate::runtime::event::Event;
 use std::sync::Arc;
 
+/// Entries from which the list is checked with the driver, not only
+/// against what is already known.
+const ASK_FROM: usize = 32;
+
 impl Queue {
     /// Notes, for a command about to be submitted to a device that reads
     /// ordinary memory early, its dependencies not known to be done (an
@@ -26,6 +30,11 @@ impl Queue {
         }
         let mut h = self.host_hazards.lock();
         h.retain(|e| !e.known_done());
+        if h.len() >= ASK_FROM {
+            // Nothing may have asked about these: ask the driver, so that
+            // the list holds only what is still running.
+            h.retain(|e| !e.is_done());
+        }
         if pending {
             h.extend(deps.iter().filter(|d| !d.known_done()).cloned());
         }
