@@ -14,7 +14,9 @@
  * of a run; a failure prints the line that reproduces it. To narrow one
  * down, SYRAH_USM_ORDER_OPS keeps only the kinds of step whose bits it sets
  * (1 busy kernel, 2 add kernel, 4 device to host, 8 host to device, 16
- * host to host, 32 host task) and SYRAH_USM_ORDER_QUEUES=1 uses one queue. */
+ * host to host, 32 host task) and SYRAH_USM_ORDER_QUEUES=1 uses one queue.
+ * SYRAH_USM_ORDER_PINNED=1 makes the host arrays pinned memory
+ * (syrah_malloc_pinned) instead of malloc'd. */
 #include "testing.h"
 
 #include <stdint.h>
@@ -62,13 +64,16 @@ static syrah_status run_job(const syrah_host_task_context *c, void *user) {
 
 static uint64_t first_seed;
 static int steps;
-static unsigned ops_mask = 63, queues = 2;
+static unsigned ops_mask = 63, queues = 2, pinned = 0;
 
 static void env_close(env *e) {
   int i;
   for (i = 0; i < ARRAYS; ++i) {
     if (e->d[i]) syrah_free(e->ctx, e->d[i]);
-    free(e->h[i]);
+    if (pinned && e->h[i])
+      syrah_free(e->ctx, e->h[i]);
+    else
+      free(e->h[i]);
     free(e->md[i]);
     free(e->mh[i]);
   }
@@ -97,7 +102,12 @@ static int env_open(env *e, const syrah_device *d) {
     return 0;
   for (i = 0; i < ARRAYS; ++i) {
     if (syrah_malloc_device(e->ctx, d, N * sizeof(uint32_t), (void **)&e->d[i]) != SYRAH_SUCCESS) return 0;
-    e->h[i] = (uint32_t *)calloc(N, sizeof(uint32_t));
+    if (pinned) {
+      if (syrah_malloc_pinned(e->ctx, N * sizeof(uint32_t), (void **)&e->h[i]) != SYRAH_SUCCESS) return 0;
+      memset(e->h[i], 0, N * sizeof(uint32_t));
+    } else {
+      e->h[i] = (uint32_t *)calloc(N, sizeof(uint32_t));
+    }
     e->md[i] = (uint32_t *)calloc(N, sizeof(uint32_t));
     e->mh[i] = (uint32_t *)calloc(N, sizeof(uint32_t));
     if (!e->h[i] || !e->md[i] || !e->mh[i]) return 0;
@@ -270,6 +280,7 @@ int main(int argc, char **argv) {
   ops_mask = (unsigned)t_env_u64("SYRAH_USM_ORDER_OPS", 63) & 63;
   if (!ops_mask) ops_mask = 63;
   queues = t_env_u64("SYRAH_USM_ORDER_QUEUES", 2) == 1 ? 1 : 2;
+  pinned = t_env_u64("SYRAH_USM_ORDER_PINNED", 0) != 0;
   if (!stress) {
     t_for_each_device(per_device);
     return t_finish("test_usm_order");
