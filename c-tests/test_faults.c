@@ -19,6 +19,7 @@
 #define CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)
 #define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES 701
+#define CUDA_ERROR_NOT_SUPPORTED 801
 
 /* Elements of the first buffer: large enough that SVM allocations are not
  * carved from shared blocks. */
@@ -528,6 +529,18 @@ static void landing(env *e) {
     EXPECT_OK(syrah_queue_wait(e->q));
     expect_data(back, n, 0, "copy into ordinary memory after a failed one");
   }
+  /* A driver without stream memory operations: the copy goes through a
+   * host function on the stream instead, and so do later ones (the
+   * process keeps to that way, so this comes last). */
+  memset(back, 0, n * sizeof(int));
+  EXPECT_OK(syrah_queue_launch(e->q, spin, &r, args, 2, NULL, 0, NULL));
+  arm("a copy into ordinary memory, stream memory operations unsupported", calls[0], 1,
+      CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_OK(syrah_queue_memcpy(e->q, back, m, n * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  disarm(calls[0], 1);
+  expect_data(back, n, 0, "copy through a host function after stream memory operations were refused");
+  ++absorbed;
 out:
   if (spin) syrah_kernel_release(spin);
   if (p) syrah_program_release(p);
