@@ -3,10 +3,10 @@
 //! enqueued and writes it while the caller waits, not when the stream
 //! reaches the copy, so a command the copy waits for (a host task, another
 //! device's copy into that memory) would be overtaken. Here such a copy
-//! goes through a pinned bounce block (`bounce`): a copy into ordinary
-//! memory is landed there by a thread of its own (`landing`), and
-//! otherwise the host side is a host function that the stream runs in
-//! order (plain memory copies, no CUDA call). Where nothing on the stream
+//! goes through a pinned bounce block (`bounce`), and its host side is
+//! done in stream order by a thread of its own (`landing`), or, where the
+//! driver lacks stream memory operations and for rectangles, by a host
+//! function that the stream runs (plain memory copies, no CUDA call). Where nothing on the stream
 //! is pending, CUDA's own copy is in order and is used. A copy from
 //! ordinary memory that nothing pending can write (what it waits for has
 //! completed, and so has every earlier command of its stream that writes
@@ -204,11 +204,25 @@ pub fn copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize, enq: &Enq) ->
     }
     match (hd, hs) {
         (false, false) => device_copy(api, s, dst, src, len),
-        (true, true) => host_step(api, s, Step::Linear { dst, src, len }, None),
+        (true, true) => {
+            if landing::host_copy(api, s, dst, src, len)? {
+                return Ok(());
+            }
+            host_step(api, s, Step::Linear { dst, src, len }, None)
+        }
         (false, true) => {
             let b = take(api, s, len)?;
             let at = b.ptr as u64;
-            host_step(api, s, Step::Linear { dst: at, src, len }, None)?;
+            let lifted = match landing::host_copy(api, s, at, src, len) {
+                Ok(done) => done,
+                Err(e) => {
+                    release_after(api, s, b)?;
+                    return Err(e);
+                }
+            };
+            if !lifted {
+                host_step(api, s, Step::Linear { dst: at, src, len }, None)?;
+            }
             let r = device_copy(api, s, dst, at, len);
             release_after(api, s, b)?;
             r

@@ -8,7 +8,9 @@
 //! function on it would keep it, but the host's part starts at once (the
 //! thread looks without sleeping while copies are pending), overlaps the
 //! device's copy of the later chunks, and never calls CUDA: the stream
-//! needs nothing from the driver's host side to go on.
+//! needs nothing from the driver's host side to go on. A copy between two
+//! ranges of host memory in stream order (ordinary memory read behind
+//! work that may write it) is done the same way, in one step.
 
 use super::bounce::{give, release_after, take, Block};
 use super::loader::{
@@ -101,11 +103,14 @@ fn take_slot(api: &Api, ops: &StreamOps) -> Result<Slot> {
     })
 }
 
-/// One copy being landed.
+/// One copy the landing thread does: from `src` to `dst`, chunk by chunk
+/// as the stream marks each arrived.
 struct Landing {
     slot: Slot,
-    block: Block,
+    /// The bounce block the chunks arrive in, given back afterwards.
+    block: Option<Block>,
     dst: usize,
+    src: usize,
     len: usize,
     chunk: usize,
     /// `arrived` before the first chunk, and the chunks copied on so far.
@@ -123,11 +128,7 @@ impl Landing {
             && reached(arrived, self.first.wrapping_add(self.copied + 1))
         {
             let at = self.copied as usize * self.chunk;
-            copy_on(
-                self.dst + at,
-                self.block.ptr + at,
-                self.chunk.min(self.len - at),
-            );
+            copy_on(self.dst + at, self.src + at, self.chunk.min(self.len - at));
             self.copied += 1;
             moved = true;
         }
@@ -137,7 +138,9 @@ impl Landing {
     /// Lets the stream go on, and gives back the block and the slot.
     fn finish(self) {
         self.slot.word(4).store(self.slot.landed, Ordering::Release);
-        give(self.block);
+        if let Some(b) = self.block {
+            give(b);
+        }
         SLOTS.lock().push(self.slot);
     }
 }
@@ -145,7 +148,7 @@ impl Landing {
 /// Bytes of one piece of a chunk copied by one thread.
 const PIECE: usize = 256 << 10;
 
-/// Copies `len` bytes from the bounce block at `src` to `dst`: several
+/// Copies `len` bytes of host memory from `src` to `dst`: several
 /// threads for more than a piece (one thread copies ordinary memory at a
 /// fraction of what the host's memory can take).
 fn copy_on(dst: usize, src: usize, len: usize) {
@@ -332,22 +335,77 @@ pub fn land(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<boo
         }
         slot.arrived = first.wrapping_add(i + 1);
     }
-    slot.landed = slot.landed.wrapping_add(1);
-    let (landed, want) = (slot.dev + 4, slot.landed);
-    let word = slot.word(4) as *const AtomicU32 as usize;
-    // SAFETY: a live stream; the word is mapped pinned memory.
-    let rc = unsafe { (ops.wait)(s.raw, landed, want, CU_STREAM_WAIT_VALUE_GEQ) };
     let landing = Landing {
         slot,
-        block,
         dst: dst as usize,
+        src: block.ptr,
+        block: Some(block),
         len,
         chunk,
         first,
         copied: 0,
         chunks,
     };
-    NEW.0.lock().push(landing);
+    hand_over(api, &ops, s, landing)
+}
+
+/// Enqueues on `s` (current, its tail held) a copy of `len` bytes between
+/// two ranges of host memory that the landing thread does when the stream
+/// reaches it, the stream waiting for it before what is enqueued next;
+/// `false` where this way is not available and nothing was enqueued.
+pub fn host_copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<bool> {
+    let Some(ops) = api.stream_ops else {
+        return Ok(false);
+    };
+    if UNSUPPORTED.load(Ordering::Relaxed) || !started() {
+        return Ok(false);
+    }
+    let Ok(mut slot) = take_slot(api, &ops) else {
+        return Ok(false);
+    };
+    let first = slot.arrived;
+    // SAFETY: a live stream; the slot's word is mapped pinned memory the
+    // device may write.
+    let rc = unsafe {
+        (ops.write)(
+            s.raw,
+            slot.dev,
+            first.wrapping_add(1),
+            CU_STREAM_WRITE_VALUE_DEFAULT,
+        )
+    };
+    if rc != CUDA_SUCCESS {
+        // Nothing was enqueued: the slot is as it was.
+        SLOTS.lock().push(slot);
+        if rc == CUDA_ERROR_NOT_SUPPORTED {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+            return Ok(false);
+        }
+        return check(api, rc, "cuStreamWriteValue32").map(|_| false);
+    }
+    slot.arrived = first.wrapping_add(1);
+    let landing = Landing {
+        slot,
+        block: None,
+        dst: dst as usize,
+        src: src as usize,
+        len,
+        chunk: len.max(1),
+        first,
+        copied: 0,
+        chunks: 1,
+    };
+    hand_over(api, &ops, s, landing)
+}
+
+/// Makes `s` wait for `l` to be done, and hands it to the landing thread.
+fn hand_over(api: &Api, ops: &StreamOps, s: &Stream, mut l: Landing) -> Result<bool> {
+    l.slot.landed = l.slot.landed.wrapping_add(1);
+    let (landed, want) = (l.slot.dev + 4, l.slot.landed);
+    let word = l.slot.word(4) as *const AtomicU32 as usize;
+    // SAFETY: a live stream; the word is mapped pinned memory.
+    let rc = unsafe { (ops.wait)(s.raw, landed, want, CU_STREAM_WAIT_VALUE_GEQ) };
+    NEW.0.lock().push(l);
     NEW.1.notify_one();
     if rc != CUDA_SUCCESS {
         // The stream does not wait for the landing: the data lands before
