@@ -2,7 +2,7 @@
 //! prefetch and advice, checked against the context's allocations.
 
 use super::event::Event;
-use super::queue::{Queue, Submitted};
+use super::queue::{HostRead, Queue, Submitted};
 use crate::backend::{EventH, QueueH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -164,32 +164,37 @@ impl Queue {
         }
         // Where the driver reads ordinary memory early (see
         // `queue::hazards`), a copy from it behind unfinished work goes to
-        // the driver from a host job once that work is done, and a copy
-        // into it is noted for later ones.
+        // the driver once that work is done: after the caller waited for
+        // it where it is all device work that waits for nothing of the
+        // host's, else from a host job. A copy into it is noted for later
+        // ones.
         let ordinary = |p: *const c_void| {
             self.device.reads_host_early
                 && self.ctx.pointer_kind(p).is_none()
                 && !self.ctx.is_pinned(p, size)
         };
-        if ordinary(src) && self.host_read_must_wait(deps) {
-            if ordinary(dst) {
-                // SAFETY: forwarded from the caller.
-                return unsafe { self.host_memcpy(dst, src, size, deps) }.map(Submitted::Event);
+        if ordinary(src) {
+            match self.host_read_plan(deps) {
+                HostRead::Now => {}
+                HostRead::AfterWaiting(pending) => {
+                    for e in pending {
+                        // A failure reaches this copy through its
+                        // dependencies, as for any command.
+                        let _ = e.wait();
+                    }
+                }
+                HostRead::HostJob if ordinary(dst) => {
+                    // SAFETY: forwarded from the caller.
+                    return unsafe { self.host_memcpy(dst, src, size, deps) }.map(Submitted::Event);
+                }
+                HostRead::HostJob => {
+                    let how = (Way::ToDevice, Route::Direct);
+                    let what = format!("memcpy of {size} bytes");
+                    // SAFETY: forwarded from the caller.
+                    return unsafe { self.staged_copy(how, dst, src, size, deps, &what, None) }
+                        .map(Submitted::Event);
+                }
             }
-            let how = (Way::ToDevice, Route::Direct);
-            // SAFETY: forwarded from the caller.
-            return unsafe {
-                self.staged_copy(
-                    how,
-                    dst,
-                    src,
-                    size,
-                    deps,
-                    &format!("memcpy of {size} bytes"),
-                    None,
-                )
-            }
-            .map(Submitted::Event);
         }
         let writes_host = ordinary(dst);
         let done = self.submit_quiet(

@@ -11,6 +11,19 @@ use super::state::Queue;
 use crate::runtime::event::Event;
 use std::sync::Arc;
 
+/// How a copy from ordinary host memory goes to a driver that reads it
+/// early.
+pub(crate) enum HostRead {
+    /// As any other copy: nothing unfinished may write the memory.
+    Now,
+    /// After these commands, all on a device and waiting for nothing of
+    /// the host's, have finished: the caller waits for them.
+    AfterWaiting(Vec<Arc<Event>>),
+    /// From a host job once what it follows has finished: some of that is
+    /// host work, or waits for the host.
+    HostJob,
+}
+
 /// Entries from which the list is checked with the driver, not only
 /// against what is already known.
 const ASK_FROM: usize = 32;
@@ -41,18 +54,27 @@ impl Queue {
         h.extend(writer.cloned());
     }
 
-    /// Whether a copy from ordinary host memory after `deps` must wait on
-    /// the host for them and for what this queue noted (see above) before
-    /// the driver sees it.
-    pub(crate) fn host_read_must_wait(&self, deps: &[Arc<Event>]) -> bool {
+    /// What a copy from ordinary host memory after `deps` must wait for on
+    /// the host (them, and what this queue noted: see above) before the
+    /// driver sees it.
+    pub(crate) fn host_read_plan(&self, deps: &[Arc<Event>]) -> HostRead {
         if !self.device.reads_host_early {
-            return false;
+            return HostRead::Now;
         }
-        if deps.iter().any(|d| !d.is_done()) {
-            return true;
+        let mut pending: Vec<Arc<Event>> = deps.iter().filter(|d| !d.is_done()).cloned().collect();
+        {
+            let mut h = self.host_hazards.lock();
+            h.retain(|e| !e.is_done());
+            pending.extend(h.iter().cloned());
         }
-        let mut h = self.host_hazards.lock();
-        h.retain(|e| !e.is_done());
-        !h.is_empty()
+        if pending.is_empty() {
+            HostRead::Now
+        } else if pending.iter().any(|e| e.user || e.blocks()) {
+            // Host work, or work that waits for the host: the caller may
+            // be the one to let it finish.
+            HostRead::HostJob
+        } else {
+            HostRead::AfterWaiting(pending)
+        }
     }
 }

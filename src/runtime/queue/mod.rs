@@ -20,5 +20,6 @@ mod submit;
 mod tracking;
 mod wait;
 
+pub(crate) use hazards::HostRead;
 pub(crate) use lanes::{next_lane_id, open_lane};
 pub use state::{AsyncHandler, GroupLane, Held, Keep, LanePos, LanePositions, Queue, Submitted};
