@@ -302,6 +302,9 @@ unsafe fn queue_op_quiet(
 /// Either side may be USM of the queue's context or ordinary host memory,
 /// which must stay valid until the returned event completes; a copy
 /// between two host arrays works on every device, with or without USM.
+/// Where the driver reads ordinary host memory when a copy from it is
+/// enqueued (NVIDIA's OpenCL), such a copy behind unfinished device work
+/// returns once that work has finished.
 /// Ranges may not overlap. `out_event` may be NULL.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_queue_memcpy(
