@@ -276,18 +276,23 @@ fn chunk_for(len: usize) -> usize {
     len.div_ceil(16).next_multiple_of(64 << 10).max(MIN)
 }
 
+/// The stream memory operations and a slot, where this way is available:
+/// the driver has them, the landing thread runs and a slot is at hand.
+fn ready(api: &Api) -> Option<(StreamOps, Slot)> {
+    let ops = api.stream_ops?;
+    if UNSUPPORTED.load(Ordering::Relaxed) || !started() {
+        return None;
+    }
+    let slot = take_slot(api, &ops).ok()?;
+    Some((ops, slot))
+}
+
 /// Enqueues on `s` (current, its tail held) a copy of `len` bytes from
 /// device-visible `src` to ordinary memory at `dst`, landed by the landing
 /// thread; `false` where this way is not available and nothing was
 /// enqueued.
 pub fn land(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<bool> {
-    let Some(ops) = api.stream_ops else {
-        return Ok(false);
-    };
-    if UNSUPPORTED.load(Ordering::Relaxed) || !started() {
-        return Ok(false);
-    }
-    let Ok(mut slot) = take_slot(api, &ops) else {
+    let Some((ops, mut slot)) = ready(api) else {
         return Ok(false);
     };
     let block = match take(api, s, len) {
@@ -354,13 +359,7 @@ pub fn land(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<boo
 /// reaches it, the stream waiting for it before what is enqueued next;
 /// `false` where this way is not available and nothing was enqueued.
 pub fn host_copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<bool> {
-    let Some(ops) = api.stream_ops else {
-        return Ok(false);
-    };
-    if UNSUPPORTED.load(Ordering::Relaxed) || !started() {
-        return Ok(false);
-    }
-    let Ok(mut slot) = take_slot(api, &ops) else {
+    let Some((ops, mut slot)) = ready(api) else {
         return Ok(false);
     };
     let first = slot.arrived;
