@@ -6,13 +6,13 @@
 //! goes through a pinned bounce block (`bounce`), and its host side is
 //! done in stream order by a thread of its own (`landing`), or, where the
 //! driver lacks stream memory operations and for rectangles, by a host
-//! function that the stream runs (plain memory copies, no CUDA call). Where nothing on the stream
-//! is pending, CUDA's own copy is in order and is used. A copy from
-//! ordinary memory that nothing pending can write (what it waits for has
-//! completed, and so has every earlier command of its stream that writes
-//! ordinary memory) reads it at once into a bounce block, which goes back
-//! once an event after the copy has passed: no host function holds up the
-//! stream.
+//! function that the stream runs (plain memory copies, no CUDA call).
+//! Where nothing on the stream is pending, CUDA's own copy is in order
+//! and is used. A copy from ordinary memory that nothing pending can
+//! write (what it waits for has completed, and so has every earlier
+//! command of its stream that writes ordinary memory) reads it at once
+//! into a bounce block, which goes back once an event after the copy has
+//! passed: nothing holds up the stream.
 
 use super::bounce::{give, release_after, take, Block};
 use super::hold::Enq;

@@ -14,8 +14,9 @@
 
 use super::bounce::{give, release_after, take, Block};
 use super::loader::{
-    check, Api, StreamOps, CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS, CU_MEMHOSTALLOC_DEVICEMAP,
-    CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_WAIT_VALUE_GEQ, CU_STREAM_WRITE_VALUE_DEFAULT,
+    check, Api, CUresult, StreamOps, CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS,
+    CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_WAIT_VALUE_GEQ,
+    CU_STREAM_WRITE_VALUE_DEFAULT,
 };
 use super::state::Stream;
 use crate::core::error::Result;
@@ -153,8 +154,8 @@ const PIECE: usize = 256 << 10;
 /// fraction of what the host's memory can take).
 fn copy_on(dst: usize, src: usize, len: usize) {
     let one = move |at: usize, n: usize| {
-        // SAFETY: the command's contract: `dst` is host memory valid for
-        // the copy's bytes until it ends, and the bounce block holds them.
+        // SAFETY: the command's contract: `src` and `dst` are host memory
+        // valid for the copy's bytes until it ends.
         unsafe { std::ptr::copy_nonoverlapping((src + at) as *const u8, (dst + at) as *mut u8, n) }
     };
     match copiers() {
@@ -276,6 +277,13 @@ fn chunk_for(len: usize) -> usize {
     len.div_ceil(16).next_multiple_of(64 << 10).max(MIN)
 }
 
+/// Has `s` write `value` to `slot`'s `arrived` word once it gets there.
+fn mark(ops: &StreamOps, s: &Stream, slot: &Slot, value: u32) -> CUresult {
+    // SAFETY: a live stream; the slot's word is mapped pinned memory the
+    // device may write.
+    unsafe { (ops.write)(s.raw, slot.dev, value, CU_STREAM_WRITE_VALUE_DEFAULT) }
+}
+
 /// The stream memory operations and a slot, where this way is available:
 /// the driver has them, the landing thread runs and a slot is at hand.
 fn ready(api: &Api) -> Option<(StreamOps, Slot)> {
@@ -310,29 +318,21 @@ pub fn land(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<boo
         let n = chunk.min(len - at);
         // SAFETY: `src` holds `len` bytes the device can read (the
         // caller's checks) and the block at least `len`.
-        let mut rc =
+        let copied =
             unsafe { (api.cuMemcpyAsync)(block.ptr as u64 + at as u64, src + at as u64, n, s.raw) };
-        let what = if rc != CUDA_SUCCESS {
-            "cuMemcpyAsync"
-        } else {
-            // SAFETY: a live stream; the slot's word is mapped pinned
-            // memory the device may write.
-            rc = unsafe {
-                (ops.write)(
-                    s.raw,
-                    slot.dev,
-                    first.wrapping_add(i + 1),
-                    CU_STREAM_WRITE_VALUE_DEFAULT,
-                )
-            };
-            "cuStreamWriteValue32"
+        let (rc, what) = match copied {
+            CUDA_SUCCESS => (
+                mark(&ops, s, &slot, first.wrapping_add(i + 1)),
+                "cuStreamWriteValue32",
+            ),
+            rc => (rc, "cuMemcpyAsync"),
         };
         if rc != CUDA_SUCCESS {
             // Copies already enqueued still write the block; the device
             // may still write the slot, which is not used again (dropped
             // here, its memory stays allocated).
             release_after(api, s, block)?;
-            if rc == CUDA_ERROR_NOT_SUPPORTED && i == 0 && what != "cuMemcpyAsync" {
+            if rc == CUDA_ERROR_NOT_SUPPORTED && i == 0 && copied == CUDA_SUCCESS {
                 UNSUPPORTED.store(true, Ordering::Relaxed);
                 return Ok(false);
             }
@@ -363,16 +363,7 @@ pub fn host_copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Resul
         return Ok(false);
     };
     let first = slot.arrived;
-    // SAFETY: a live stream; the slot's word is mapped pinned memory the
-    // device may write.
-    let rc = unsafe {
-        (ops.write)(
-            s.raw,
-            slot.dev,
-            first.wrapping_add(1),
-            CU_STREAM_WRITE_VALUE_DEFAULT,
-        )
-    };
+    let rc = mark(&ops, s, &slot, first.wrapping_add(1));
     if rc != CUDA_SUCCESS {
         // Nothing was enqueued: the slot is as it was.
         SLOTS.lock().push(slot);
@@ -408,7 +399,12 @@ fn hand_over(api: &Api, ops: &StreamOps, s: &Stream, mut l: Landing) -> Result<b
     NEW.1.notify_one();
     if rc != CUDA_SUCCESS {
         // The stream does not wait for the landing: the data lands before
-        // the command is said to have ended (here, with its failure).
+        // the command is said to have ended (here, with its failure). A
+        // stream that cannot finish what it was given never marks it, and
+        // then nothing lands: its own failure is the one reported.
+        // SAFETY: a live stream.
+        let synced = unsafe { (api.cuStreamSynchronize)(s.raw) };
+        check(api, synced, "cuStreamSynchronize")?;
         // SAFETY: the slot's word lies in a page that is never freed.
         let w = unsafe { &*(word as *const AtomicU32) };
         while !reached(w.load(Ordering::Acquire), want) {
