@@ -14,7 +14,13 @@
  *   - 64 MiB of ordinary memory given to a CL_MEM_USE_HOST_PTR buffer:
  *     creating it, copying it to a device buffer and releasing it, fresh
  *     each time; then one such buffer kept while the host changes its
- *     memory between copies, and whether the device saw the change.
+ *     memory between copies, and whether the device saw the change;
+ *   - whether the driver reads ordinary memory when a copy from it is
+ *     enqueued rather than when the in-order queue gets there: a kernel,
+ *     a non-blocking copy of its output into malloc'd memory, a
+ *     non-blocking copy of that memory into another allocation, then a
+ *     finish; the second allocation must hold the kernel's output
+ *     (cl_mem and SVM, from 1,000 words to 3 MiB).
  *
  * usage: bench_driver P.D [steps per kernel, default 2000] */
 #include "bench_common.h"
@@ -103,6 +109,66 @@ static void fresh_copies(raw_env *e, int svm) {
            round + 1, (t1 - t0) / 1e3, (t2 - t1) / 1e3);
   }
   free(h);
+}
+
+static void early_reads(raw_env *e, int svm) {
+  static const size_t words[] = {1000, 4096, 65536, 786432};
+  size_t w, i;
+  cl_int err;
+  for (w = 0; w < sizeof words / sizeof words[0]; ++w) {
+    size_t n = words[w], bytes = n * sizeof(float), stale = 0;
+    float *h = (float *)calloc(n, sizeof(float)), *back = (float *)malloc(bytes), *init = (float *)malloc(bytes);
+    void *a = NULL, *b = NULL;
+    cl_mem ma = NULL, mb = NULL;
+    /* Long enough that both copies are enqueued while the kernel runs. */
+    int n_steps = steps * 50;
+    cl_kernel k = clCreateKernel(e->prog, "work", &err);
+    CL_OK(err);
+    if (!h || !back || !init) exit(1);
+    for (i = 0; i < n; ++i) init[i] = (float)(i % 1000);
+    if (svm) {
+      a = clSVMAlloc(e->ctx, CL_MEM_READ_WRITE, bytes, 0);
+      b = clSVMAlloc(e->ctx, CL_MEM_READ_WRITE, bytes, 0);
+      if (!a || !b) {
+        fprintf(stderr, "clSVMAlloc of %zu bytes failed\n", bytes);
+        exit(1);
+      }
+      CL_OK(clEnqueueSVMMemcpy(e->q, CL_TRUE, a, init, bytes, 0, NULL, NULL));
+      CL_OK(clSetKernelArgSVMPointer(k, 0, a));
+    } else {
+      ma = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+      CL_OK(err);
+      mb = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+      CL_OK(err);
+      CL_OK(clEnqueueWriteBuffer(e->q, ma, CL_TRUE, 0, bytes, init, 0, NULL, NULL));
+      CL_OK(clSetKernelArg(k, 0, sizeof ma, &ma));
+    }
+    CL_OK(clSetKernelArg(k, 1, sizeof n_steps, &n_steps));
+    CL_OK(clEnqueueNDRangeKernel(e->q, k, 1, NULL, &n, NULL, 0, NULL, NULL));
+    if (svm) {
+      CL_OK(clEnqueueSVMMemcpy(e->q, CL_FALSE, h, a, bytes, 0, NULL, NULL));
+      CL_OK(clEnqueueSVMMemcpy(e->q, CL_FALSE, b, h, bytes, 0, NULL, NULL));
+      CL_OK(clFinish(e->q));
+      CL_OK(clEnqueueSVMMemcpy(e->q, CL_TRUE, back, b, bytes, 0, NULL, NULL));
+      clSVMFree(e->ctx, a);
+      clSVMFree(e->ctx, b);
+    } else {
+      CL_OK(clEnqueueReadBuffer(e->q, ma, CL_FALSE, 0, bytes, h, 0, NULL, NULL));
+      CL_OK(clEnqueueWriteBuffer(e->q, mb, CL_FALSE, 0, bytes, h, 0, NULL, NULL));
+      CL_OK(clFinish(e->q));
+      CL_OK(clEnqueueReadBuffer(e->q, mb, CL_TRUE, 0, bytes, back, 0, NULL, NULL));
+      CL_OK(clReleaseMemObject(ma));
+      CL_OK(clReleaseMemObject(mb));
+    }
+    for (i = 0; i < n; ++i) stale += back[i] != h[i];
+    printf("| a copy from malloc'd memory behind a copy into it, %zu words, %s | %s |\n", n,
+           svm ? "SVM" : "cl_mem", stale ? "stale: the memory was read when the copy was enqueued" : "in order");
+    if (stale) printf("|   (%zu of %zu words differ from what the copy into it left) | |\n", stale, n);
+    CL_OK(clReleaseKernel(k));
+    free(h);
+    free(back);
+    free(init);
+  }
 }
 
 static void host_ptr_copies(raw_env *e) {
@@ -407,6 +473,11 @@ int main(int argc, char **argv) {
   user_event_gate(&e, (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) != 0);
   user_event_chain(&e);
   host_ptr_copies(&e);
+  early_reads(&e, 0);
+  if (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER)
+    early_reads(&e, 1);
+  else
+    printf("| a copy from malloc'd memory behind a copy into it, SVM | skipped: the device has no SVM |\n");
   one = kernels(&e, 0);
   two = kernels(&e, 1);
   waits = kernels(&e, 2);
