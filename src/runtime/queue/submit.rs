@@ -223,7 +223,6 @@ impl Queue {
         want_event: bool,
         enqueue: impl FnOnce(QueueH, &[EventH], Option<&mut EventH>) -> Result<()>,
     ) -> Result<Submitted> {
-        self.note_host_hazards(deps, None);
         // An in-order queue's one lane orders the command after commands of
         // `on_lanes` anyway. On an out-of-order queue it follows those of
         // the first lane named there; the others get events to wait on.
@@ -304,6 +303,9 @@ impl Queue {
                 let full = lane.quiet_run() >= QUIET_RUN
                     && !(self.in_order && lane.quiet_keep.is_empty() && lane.quiet_deps.is_empty());
                 drop(lanes);
+                // Noted here for a command without an event; one with an
+                // event is noted in `submit`.
+                self.note_host_hazards(deps, None);
                 if full {
                     // The command is enqueued whatever happens here: a
                     // marker that cannot be made now is made (or its error
