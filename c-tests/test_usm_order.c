@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
   time_t start = time(NULL);
   int runs = 0;
   const syrah_device *list[64];
-  size_t n = 0;
+  size_t n = 0, d_i, usable = 0;
   first_seed = t_env_u64("SYRAH_USM_ORDER_SEED", stress ? (uint64_t)time(NULL) : 1);
   steps = (int)t_env_u64("SYRAH_USM_ORDER_STEPS", stress ? 400 : 80);
   if (steps < 1 || steps > MAX_STEPS) steps = MAX_STEPS;
@@ -292,6 +292,15 @@ int main(int argc, char **argv) {
     return t_finish("test_usm_order stress");
   }
   if (n > 64) n = 64;
+  for (d_i = 0; d_i < n; ++d_i)
+    if (t_has(list[d_i], SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+      ++usable;
+    } else {
+      char what[96];
+      snprintf(what, sizeof what, "random runs on device %zu of the list", d_i);
+      t_skip(what, "the device has no device USM");
+    }
+  if (usable == 0) return t_finish("test_usm_order stress");
   for (; difftime(time(NULL), start) < seconds && t_failures == 0; ++runs) {
     uint64_t seed = first_seed + (uint64_t)runs;
     const syrah_device *d = list[(size_t)runs % n];
