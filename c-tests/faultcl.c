@@ -427,6 +427,12 @@ cu_result cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
                                                                                       shared, stream, params, extra);
 }
 
+cu_result cuPointerGetAttribute(void *data, int attribute, cu_ptr p) {
+  cl_int code;
+  if (should_fail("cuPointerGetAttribute", &code)) return code;
+  return REAL_CUDA(cuPointerGetAttribute, cu_result (*)(void *, int, cu_ptr))(data, attribute, p);
+}
+
 cu_result cuModuleLoadDataEx(void **module, const void *image, unsigned n, int *options, void **values) {
   cl_int code;
   if (should_fail("cuModuleLoadDataEx", &code)) return code;

@@ -550,6 +550,59 @@ out:
   free(back);
 }
 
+/* How often CUDA is asked what a pointer is: never for a buffer's copies
+ * to and from its host storage (the buffer vouches that it is host
+ * memory), once for a USM copy from malloc'd memory (which others may
+ * have pinned). Counted through the faultcl library, which fails nothing
+ * here. */
+static void pointer_queries(env *e) {
+  enum { SMALL = 4096 };
+  int *host = (int *)malloc(SMALL * sizeof(int)), *plain = (int *)malloc(SMALL * sizeof(int)), i, used;
+  void *m = NULL, *p = NULL;
+  syrah_buffer *b = NULL;
+  syrah_host_accessor *ha = NULL;
+  syrah_buffer_desc desc;
+  if (!host || !plain) {
+    T_FAIL("pointer queries: out of host memory");
+    goto out;
+  }
+  for (i = 0; i < SMALL; ++i) host[i] = plain[i] = i;
+  desc = t_desc1(SMALL, host, SYRAH_HOST_WRITE_BACK);
+  if (syrah_buffer_create(&desc, &b) != SYRAH_SUCCESS ||
+      syrah_malloc_device(e->ctx, e->d, SMALL * sizeof(int), &m) != SYRAH_SUCCESS) {
+    T_FAIL("pointer queries setup: %s", syrah_last_error_message());
+    goto out;
+  }
+  printf("-- pointer queries: cuPointerGetAttribute counted\n");
+  faultcl_arm("cuPointerGetAttribute", 1 << 30, 1, 0);
+  EXPECT_OK(t_launch_rw(e->q, e->k, b, SMALL, 5, NULL));
+  if (syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, &p) == SYRAH_SUCCESS) {
+    expect_data((const int *)p, SMALL, 5, "buffer read back after a copy in");
+    EXPECT_OK(syrah_host_accessor_release(ha));
+  } else {
+    T_FAIL("pointer queries host access: %s", syrah_last_error_message());
+  }
+  used = faultcl_disarm();
+  ++t_checks;
+  if (used != 0) T_FAIL("CUDA was asked %d times what a buffer's host storage is, expected 0", used);
+  faultcl_arm("cuPointerGetAttribute", 1 << 30, 1, 0);
+  EXPECT_OK(syrah_queue_memcpy(e->q, m, plain, SMALL * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  used = faultcl_disarm();
+  ++t_checks;
+  if (used != 1) T_FAIL("CUDA was asked %d times what the source of a USM copy is, expected 1", used);
+  memset(plain, 0, SMALL * sizeof(int));
+  EXPECT_OK(syrah_queue_memcpy(e->q, plain, m, SMALL * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  expect_data(plain, SMALL, 0, "USM copy back");
+out:
+  if (b) EXPECT_OK(syrah_buffer_release(b));
+  if (host) expect_data(host, SMALL, 5, "write-back of the buffer");
+  if (m) EXPECT_OK(syrah_free(e->ctx, m));
+  free(host);
+  free(plain);
+}
+
 static void test_device(const syrah_device *d) {
   env e;
   syrah_program *p = NULL;
@@ -583,10 +636,13 @@ static void test_device(const syrah_device *d) {
   }
   creation(&e);
   graph(&e);
-  if (e.cuda)
+  if (e.cuda) {
+    pointer_queries(&e);
     landing(&e);
-  else
+  } else {
     t_skip("landed copies into ordinary memory", "only the CUDA back end lands copies through marks");
+    t_skip("CUDA pointer queries", "only the CUDA back end asks what a pointer is");
+  }
 
   EXPECT_OK(syrah_kernel_release(e.k));
   EXPECT_OK(syrah_queue_release(e.q));

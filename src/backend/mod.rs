@@ -196,6 +196,15 @@ pub enum Stamp {
 /// on any thread, including the back end's own.
 pub type EndCallback = unsafe extern "C" fn(*mut c_void, i32, *mut c_void);
 
+/// Which side of a copy its caller knows to be host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostEnd {
+    /// Neither, as far as the caller knows.
+    Unknown,
+    Src,
+    Dst,
+}
+
 /// An object a back end hands to a user for interoperation.
 #[derive(Clone, Copy, Debug)]
 pub enum NativeOf {
@@ -569,6 +578,25 @@ pub trait Driver: Send + Sync {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()>;
+
+    /// [`Driver::enqueue_memcpy`] where the caller vouches that one side
+    /// (`host`) is host memory, such as a buffer's host storage: a back
+    /// end that would ask its driver what that memory is may skip asking.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_memcpy_host(
+        &self,
+        q: QueueH,
+        usm: UsmStrategy,
+        dst: usize,
+        src: usize,
+        size: usize,
+        host: HostEnd,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
+        let _ = host;
+        self.enqueue_memcpy(q, usm, dst, src, size, waits, ev)
+    }
 
     /// Enqueues a fill of `size` bytes at `dst` with `pattern` (whose size
     /// the back end takes, `dst` aligned to it).

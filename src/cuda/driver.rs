@@ -17,7 +17,6 @@ use super::hostcopy::{self, Rect};
 use super::loader::{
     api, check, CUdeviceptr, MemLocation, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
     CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-    CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_MEM_ATTACH_GLOBAL,
     CU_MEM_LOCATION_TYPE_DEVICE,
 };
 use super::memory::{self, addr, fill, mem_of, new_mem, Mem};
@@ -25,8 +24,9 @@ use super::module::Function;
 use super::program::{shape_of, Kern, OwnedArg, Prog};
 use super::state::{make_current, Ctx, Stream};
 use crate::backend::{
-    ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH,
-    NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side, Stamp,
+    ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, HostEnd, KernelFacts,
+    KernelH, MemH, NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side,
+    Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -290,49 +290,7 @@ impl Driver for Cuda {
             None => c.devices.first().copied(),
         }
         .ok_or_else(|| Error::invalid("the USM allocation's device is not in the context"))?;
-        // CUDA aligns device and managed memory to 256 bytes and host
-        // memory to pages; more is had by allocating more.
-        let native = if kind == AllocKind::Host { 4096 } else { 256 };
-        if align != 0 && !align.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "USM alignment {align} is not a power of two"
-            )));
-        }
-        let extra = if align > native { align } else { 0 };
-        let total = size.checked_add(extra).ok_or_else(|| {
-            Error::invalid(format!("USM allocation of {size} bytes aligned to {align}"))
-        })?;
-        make_current(api, d.ctx)?;
-        let base = match kind {
-            AllocKind::Device | AllocKind::Shared => {
-                let mut p: CUdeviceptr = 0;
-                // SAFETY: `p` is a valid slot; the device's context is current.
-                let rc = unsafe {
-                    if kind == AllocKind::Device {
-                        (api.cuMemAlloc)(&mut p, total)
-                    } else {
-                        (api.cuMemAllocManaged)(&mut p, total, CU_MEM_ATTACH_GLOBAL)
-                    }
-                };
-                check(api, rc, "cuMemAlloc")?;
-                p as usize
-            }
-            AllocKind::Host => {
-                let mut p: *mut c_void = std::ptr::null_mut();
-                let flags = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP;
-                // SAFETY: `p` is a valid slot; a context is current.
-                let rc = unsafe { (api.cuMemHostAlloc)(&mut p, total, flags) };
-                check(api, rc, "cuMemHostAlloc")?;
-                p as usize
-            }
-        };
-        let ptr = if extra > 0 {
-            base.next_multiple_of(align)
-        } else {
-            base
-        };
-        memory::remember(ptr, size, kind, base);
-        Ok(ptr)
+        memory::alloc(api, d.ctx, kind, size, align)
     }
 
     /// `cuMemAlloc` and `cuMemFree` cost tens to hundreds of
@@ -493,7 +451,7 @@ impl Driver for Cuda {
     ) -> Result<()> {
         let (d, sr) = (addr(&dst), addr(&src));
         command(q, waits, ev, move |api, s, enq| {
-            hostcopy::copy(api, s, d, sr, len, enq)
+            hostcopy::copy(api, s, d, sr, len, HostEnd::Unknown, enq)
         })?;
         if blocking {
             // After a blocking command, outside its stream's tail lock.
@@ -604,15 +562,30 @@ impl Driver for Cuda {
     fn enqueue_memcpy(
         &self,
         q: QueueH,
-        _usm: UsmStrategy,
+        usm: UsmStrategy,
         dst: usize,
         src: usize,
         size: usize,
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
+        let host = HostEnd::Unknown;
+        self.enqueue_memcpy_host(q, usm, dst, src, size, host, waits, ev)
+    }
+
+    fn enqueue_memcpy_host(
+        &self,
+        q: QueueH,
+        _usm: UsmStrategy,
+        dst: usize,
+        src: usize,
+        size: usize,
+        host: HostEnd,
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+    ) -> Result<()> {
         command(q, waits, ev, move |api, s, enq| {
-            hostcopy::copy(api, s, dst as u64, src as u64, size, enq)
+            hostcopy::copy(api, s, dst as u64, src as u64, size, host, enq)
         })
     }
 

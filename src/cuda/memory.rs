@@ -3,12 +3,16 @@
 //! over unified shared memory; counted references); its fills of device
 //! memory with a repeated pattern.
 
-use super::loader::{api, check, Api, CUdeviceptr, CUDA_SUCCESS, CU_MEMHOSTREGISTER_PORTABLE};
+use super::loader::{
+    api, check, Api, CUcontext, CUdeviceptr, CUDA_SUCCESS, CU_MEMHOSTALLOC_DEVICEMAP,
+    CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTREGISTER_PORTABLE, CU_MEM_ATTACH_GLOBAL,
+};
 use super::state::{any_context, make_current, Stream};
 use crate::backend::{MemH, Side};
 use crate::core::error::{Error, Result};
 use crate::core::registry::{AllocKind, AllocRecord, Registry};
 use parking_lot::RwLock;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::LazyLock;
 
@@ -53,6 +57,60 @@ pub fn kind_at(addr: usize) -> Option<AllocKind> {
 /// memory CUDA knows, which copies need not ask the driver about.
 pub fn is_known(addr: usize) -> bool {
     ALLOCS.read().find(addr).is_some() || OTHER.read().find(addr).is_some()
+}
+
+/// A USM allocation of `size` bytes of `kind` aligned to `align` (0: the
+/// native alignment) in context `ctx`, noted for later lookups.
+pub fn alloc(
+    api: &Api,
+    ctx: CUcontext,
+    kind: AllocKind,
+    size: usize,
+    align: usize,
+) -> Result<usize> {
+    // CUDA aligns device and managed memory to 256 bytes and host
+    // memory to pages; more is had by allocating more.
+    let native = if kind == AllocKind::Host { 4096 } else { 256 };
+    if align != 0 && !align.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "USM alignment {align} is not a power of two"
+        )));
+    }
+    let extra = if align > native { align } else { 0 };
+    let total = size.checked_add(extra).ok_or_else(|| {
+        Error::invalid(format!("USM allocation of {size} bytes aligned to {align}"))
+    })?;
+    make_current(api, ctx)?;
+    let base = match kind {
+        AllocKind::Device | AllocKind::Shared => {
+            let mut p: CUdeviceptr = 0;
+            // SAFETY: `p` is a valid slot; the device's context is current.
+            let rc = unsafe {
+                if kind == AllocKind::Device {
+                    (api.cuMemAlloc)(&mut p, total)
+                } else {
+                    (api.cuMemAllocManaged)(&mut p, total, CU_MEM_ATTACH_GLOBAL)
+                }
+            };
+            check(api, rc, "cuMemAlloc")?;
+            p as usize
+        }
+        AllocKind::Host => {
+            let mut p: *mut c_void = std::ptr::null_mut();
+            let flags = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP;
+            // SAFETY: `p` is a valid slot; a context is current.
+            let rc = unsafe { (api.cuMemHostAlloc)(&mut p, total, flags) };
+            check(api, rc, "cuMemHostAlloc")?;
+            p as usize
+        }
+    };
+    let ptr = if extra > 0 {
+        base.next_multiple_of(align)
+    } else {
+        base
+    };
+    remember(ptr, size, kind, base);
+    Ok(ptr)
 }
 
 /// Notes a memory object's allocation, or registered host memory, of

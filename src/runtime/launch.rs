@@ -132,19 +132,19 @@ impl Queue {
             &dynamic,
             self.device.limits.local_mem_size,
         )?;
-        let what = kernel.what.clone();
         if range.is_empty() {
             let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
             for p in on_lanes {
                 all.extend(p.event()?);
             }
-            return self.marker(&all, &what).map(Submitted::Event);
+            return self.marker(&all, &kernel.what).map(Submitted::Event);
         }
         let driver = self.ctx.platform.driver;
         if driver.launch_takes_args() {
             // The arguments go with the launch: nothing is set on the
             // kernel, so nothing needs its lock.
             let (k, name) = (kernel.handle, &kernel.name);
+            let what = || kernel.what.clone();
             return self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
                 driver.enqueue_kernel_with(q, k, name, args, range, wl, ev)
             });
@@ -152,6 +152,7 @@ impl Queue {
         let mut held = kernel.lock.lock();
         set_args(&self.ctx, kernel, &mut held, args)?;
         let local_args = !dynamic.is_empty();
+        let what = || kernel.what.clone();
         self.submit_quiet(deps, on_lanes, what, keep, want_event, |q, wl, ev| {
             // The arguments were set under the kernel's lock, still held.
             enqueue_ndrange(q, kernel, range, local_args, wl, ev)

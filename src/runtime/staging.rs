@@ -12,6 +12,7 @@ use super::queue::{Keep, Queue};
 use super::staging_pipe::{
     copiers, finished, linger_for_next, DeviceCopy, Pipe, Way, COPIES, ENDED_AT,
 };
+use crate::backend::HostEnd;
 use crate::core::error::{Error, Result, Status};
 use crate::core::route::Route;
 use crate::core::staging::{Plan, Staging, RING};
@@ -404,7 +405,15 @@ impl Queue {
                       ev: &mut cl_event| {
                     // SAFETY: `ev` is a live slot for the copy's event.
                     let slot = unsafe { crate::opencl::driver::event_slot(ev) };
-                    on.copy_cmd(crate::opencl::driver::queue_h(cq), to, from, len, &[], slot)
+                    on.copy_cmd(
+                        crate::opencl::driver::queue_h(cq),
+                        to,
+                        from,
+                        len,
+                        HostEnd::Unknown,
+                        &[],
+                        slot,
+                    )
                 },
             );
             let start = super::linger::now_us();

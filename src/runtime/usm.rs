@@ -3,7 +3,7 @@
 
 use super::event::Event;
 use super::queue::{HostRead, Queue, Submitted};
-use crate::backend::{EventH, QueueH};
+use crate::backend::{EventH, HostEnd, QueueH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
@@ -71,7 +71,7 @@ impl Queue {
     }
 
     /// Issues one USM copy on lane `q`; `ev` receives its event when
-    /// given.
+    /// given. `host`: the side known to be host memory, if any.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn copy_cmd(
         &self,
@@ -79,15 +79,17 @@ impl Queue {
         dst: *mut c_void,
         src: *const c_void,
         size: usize,
+        host: HostEnd,
         wl: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        self.driver().enqueue_memcpy(
+        self.driver().enqueue_memcpy_host(
             q,
             self.ctx.strategy,
             dst as usize,
             src as usize,
             size,
+            host,
             wl,
             ev,
         )
@@ -200,10 +202,10 @@ impl Queue {
         let done = self.submit_quiet(
             deps,
             &[],
-            format!("memcpy of {size} bytes"),
+            || format!("memcpy of {size} bytes"),
             None,
             want_event || writes_host,
-            |q, wl, ev| self.copy_cmd(q, dst, src, size, wl, ev),
+            |q, wl, ev| self.copy_cmd(q, dst, src, size, HostEnd::Unknown, wl, ev),
         )?;
         if let (true, Submitted::Event(e)) = (writes_host, &done) {
             self.note_host_hazards(&[], Some(e));
@@ -240,10 +242,12 @@ impl Queue {
     }
 
     /// A copy between trusted pointers (buffer allocations and their host
-    /// storage), kept alive by `keep` until it completes.
+    /// storage), kept alive by `keep` until it completes; `host` is the
+    /// side that is a buffer's host storage, if either is.
     ///
     /// # Safety
     /// Both ranges must be valid for `size` bytes until the copy completes.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn copy_raw(
         &self,
         dst: *mut c_void,
@@ -252,6 +256,7 @@ impl Queue {
         deps: &[Arc<Event>],
         what: impl Into<Arc<str>>,
         keep: super::queue::Keep,
+        host: HostEnd,
     ) -> Result<Arc<Event>> {
         let what: Arc<str> = what.into();
         if let Some(how) = self.staged_way(dst, src, size) {
@@ -259,7 +264,7 @@ impl Queue {
             return unsafe { self.staged_copy(how, dst, src, size, deps, &what, keep) };
         }
         self.submit(deps, what, keep, |q, wl, ev| {
-            self.copy_cmd(q, dst, src, size, wl, Some(ev))
+            self.copy_cmd(q, dst, src, size, host, wl, Some(ev))
         })
         .map(|e| e.with_bytes(size))
     }
@@ -312,9 +317,14 @@ impl Queue {
         match plan {
             FillPlan::Empty => self.marker(deps, &what).map(Submitted::Event),
             FillPlan::Native => self
-                .submit_quiet(deps, &[], what, None, want_event, |q, wl, ev| {
-                    self.fill_cmd(q, dst, pattern, size, wl, ev)
-                })
+                .submit_quiet(
+                    deps,
+                    &[],
+                    || what,
+                    None,
+                    want_event,
+                    |q, wl, ev| self.fill_cmd(q, dst, pattern, size, wl, ev),
+                )
                 .map(|done| done.with_bytes(size)),
             FillPlan::Staged { seed, copies } => {
                 let seed = seed.into_boxed_slice();
@@ -326,7 +336,9 @@ impl Queue {
                         deps,
                         format!("{what} (seed)"),
                         Some(super::queue::Held::Any(Box::new(seed))),
-                        |q, wl, ev| self.copy_cmd(q, dst, sp.cast(), sl, wl, Some(ev)),
+                        |q, wl, ev| {
+                            self.copy_cmd(q, dst, sp.cast(), sl, HostEnd::Unknown, wl, Some(ev))
+                        },
                     )?
                     .with_bytes(sl);
                 for c in copies {
@@ -338,6 +350,7 @@ impl Queue {
                                 (base + c.dst) as *mut c_void,
                                 (base + c.src) as *const c_void,
                                 c.len,
+                                HostEnd::Unknown,
                                 wl,
                                 Some(ev),
                             )

@@ -3,7 +3,7 @@
 //! no USM) and its host storage.
 
 use super::storage::{DevAlloc, HostMem, State, Storage, RELEASED_ALIVE};
-use crate::backend::{MemH, RectSide, Side};
+use crate::backend::{HostEnd, MemH, RectSide, Side};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3, Geometry, PageBits};
@@ -158,7 +158,17 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
         let mut back = vec![0u8; BYTES];
         // Written through the pointer, read through the view.
         // SAFETY: `p` holds BYTES bytes; `pattern` outlives the wait below.
-        let ev = unsafe { q.copy_raw(p, pattern.as_ptr().cast(), BYTES, &[], "view check", None) }?;
+        let ev = unsafe {
+            q.copy_raw(
+                p,
+                pattern.as_ptr().cast(),
+                BYTES,
+                &[],
+                "view check",
+                None,
+                HostEnd::Unknown,
+            )
+        }?;
         ev.wait()?;
         let driver = ctx.platform.driver;
         let view = Side {
@@ -201,8 +211,17 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
             );
             back.fill(0);
             // SAFETY: `back` holds BYTES bytes and outlives the wait.
-            let ev =
-                unsafe { q.copy_raw(back.as_mut_ptr().cast(), p, BYTES, &[], "view check", None) }?;
+            let ev = unsafe {
+                q.copy_raw(
+                    back.as_mut_ptr().cast(),
+                    p,
+                    BYTES,
+                    &[],
+                    "view check",
+                    None,
+                    HostEnd::Unknown,
+                )
+            }?;
             ev.wait()?;
             ok = wrote.is_ok() && back == rev;
         }

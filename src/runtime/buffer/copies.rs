@@ -4,7 +4,7 @@
 use super::access::{held_storages, AccessReq, Prepared};
 use super::storage::Deps;
 use super::transfer::RectSide;
-use crate::backend::MemH;
+use crate::backend::{HostEnd, MemH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::Geometry;
 use crate::runtime::event::Event;
@@ -110,6 +110,7 @@ impl Queue {
                         deps,
                         "buffer copy",
                         None,
+                        HostEnd::Unknown,
                     )
                 }
             } else {
@@ -134,6 +135,7 @@ impl Queue {
                         deps,
                         "buffer copy (row)",
                         None,
+                        HostEnd::Unknown,
                     )
                 }?);
             }
@@ -268,9 +270,14 @@ impl Queue {
         let done = match run {
             Some((to, from)) => {
                 let want = want_event || prepared.iter().any(|p| p.eventful);
-                self.submit_quiet(&waits, &on_lanes, "buffer copy", keep, want, |q, wl, ev| {
-                    self.copy_cmd(q, to, from, bytes, wl, ev)
-                })?
+                self.submit_quiet(
+                    &waits,
+                    &on_lanes,
+                    || "buffer copy",
+                    keep,
+                    want,
+                    |q, wl, ev| self.copy_cmd(q, to, from, bytes, HostEnd::Unknown, wl, ev),
+                )?
                 .with_bytes(bytes)
             }
             None => {

@@ -7,6 +7,7 @@ use super::access::{refuse_held, wait_on_host};
 use super::alloc::host_ptr;
 use super::storage::Buffer;
 use super::transfer::{fetch, prune, token_events_for_copy, transfer_queue};
+use crate::backend::HostEnd;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3};
 use std::ffi::c_void;
@@ -75,6 +76,7 @@ impl Buffer {
                                 &deps,
                                 format!("read of {len} bytes"),
                                 None,
+                                HostEnd::Unknown,
                             )
                         }?,
                     };

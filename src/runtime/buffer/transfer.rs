@@ -4,7 +4,7 @@
 
 use super::alloc::ensure_host;
 use super::storage::{State, Storage, Token};
-use crate::backend::{self, MemH, Side};
+use crate::backend::{self, HostEnd, MemH, Side};
 use crate::core::deps::Access;
 use crate::core::error::Result;
 use crate::core::pages::{self, Box3, PageBits};
@@ -267,6 +267,11 @@ pub(crate) fn fetch_one(
         // A side with no pointer (a device without USM) is copied through
         // its memory object.
         let pointers = (target == 0 || dst_base != 0) && (src == 0 || src_base != 0);
+        let host_end = match (src, target) {
+            (0, _) => HostEnd::Src,
+            (_, 0) => HostEnd::Dst,
+            _ => HostEnd::Unknown,
+        };
         for &(off, len) in runs {
             let ev = if pointers {
                 // SAFETY: both bases are allocations of the buffer's full
@@ -280,6 +285,7 @@ pub(crate) fn fetch_one(
                         deps,
                         format!("buffer copy of {len} bytes"),
                         None,
+                        host_end,
                     )
                 }?
             } else {

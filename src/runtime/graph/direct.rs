@@ -4,7 +4,7 @@
 //! neither staging nor checks at each submission.
 
 use super::{Action, Graph};
-use crate::backend::{EventH, QueueH};
+use crate::backend::{EventH, HostEnd, QueueH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
 use crate::runtime::launch::enqueue_ndrange;
@@ -59,7 +59,9 @@ pub(crate) fn enqueue(
         (Action::Kernel { range, .. }, Some((k, local))) => {
             enqueue_ndrange(lane, k, range, local, wl, ev)
         }
-        (Action::Memcpy { dst, src, size }, _) => q.copy_cmd(lane, p(*dst), p(*src), *size, wl, ev),
+        (Action::Memcpy { dst, src, size }, _) => {
+            q.copy_cmd(lane, p(*dst), p(*src), *size, HostEnd::Unknown, wl, ev)
+        }
         (Action::Fill { ptr, pattern, size }, _) => {
             q.fill_cmd(lane, p(*ptr), pattern, *size, wl, ev)
         }

@@ -124,7 +124,7 @@ impl ExecGraph {
         let done = q.submit_quiet(
             &waits,
             &on_lanes,
-            self.what.clone(),
+            || self.what.clone(),
             Some(keep),
             want,
             enqueue,

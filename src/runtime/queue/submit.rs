@@ -213,12 +213,13 @@ impl Queue {
     /// queue, every [`QUIET_RUN`] in any case). Falls back to `submit` (returning its
     /// event) when the command must be tracked: tracing, a dependency that
     /// may block or belongs to another context, or a lane to follow that
-    /// waits behind a gate.
-    pub(crate) fn submit_quiet(
+    /// waits behind a gate. `what` names the command; it is made only
+    /// where the command is tracked.
+    pub(crate) fn submit_quiet<W: Into<Arc<str>>>(
         &self,
         deps: &[Arc<Event>],
         on_lanes: &[LanePos],
-        what: impl Into<Arc<str>>,
+        what: impl FnOnce() -> W,
         keep: Keep,
         want_event: bool,
         enqueue: impl FnOnce(QueueH, &[EventH], Option<&mut EventH>) -> Result<()>,
@@ -321,7 +322,7 @@ impl Queue {
         if let Some(&(lane, seq)) = last.first() {
             all.extend(self.event_at(lane, seq)?.0);
         }
-        self.submit(&all, what, keep, |q, wl, ev| enqueue(q, wl, Some(ev)))
+        self.submit(&all, what(), keep, |q, wl, ev| enqueue(q, wl, Some(ev)))
             .map(Submitted::Event)
     }
 
