@@ -156,20 +156,16 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
         let q = Queue::create(ctx.clone(), device, true, false, None)?;
         let pattern: Vec<u8> = (0..BYTES).map(|i| (i * 7 + 3) as u8).collect();
         let mut back = vec![0u8; BYTES];
+        // A copy of BYTES bytes through the pointers, waited for.
+        let copy = |dst: *mut c_void, src: *const c_void| -> Result<()> {
+            // SAFETY: both sides hold BYTES bytes (the allocation `p` and
+            // this function's vectors) and outlive the wait.
+            let ev =
+                unsafe { q.copy_raw(dst, src, BYTES, &[], "view check", None, HostEnd::Unknown) }?;
+            ev.wait()
+        };
         // Written through the pointer, read through the view.
-        // SAFETY: `p` holds BYTES bytes; `pattern` outlives the wait below.
-        let ev = unsafe {
-            q.copy_raw(
-                p,
-                pattern.as_ptr().cast(),
-                BYTES,
-                &[],
-                "view check",
-                None,
-                HostEnd::Unknown,
-            )
-        }?;
-        ev.wait()?;
+        copy(p, pattern.as_ptr().cast())?;
         let driver = ctx.platform.driver;
         let view = Side {
             mem: Some(MemH(m)),
@@ -210,19 +206,7 @@ pub(crate) fn probe_views(ctx: &Arc<Context>, device: &'static Device) -> Result
                 None,
             );
             back.fill(0);
-            // SAFETY: `back` holds BYTES bytes and outlives the wait.
-            let ev = unsafe {
-                q.copy_raw(
-                    back.as_mut_ptr().cast(),
-                    p,
-                    BYTES,
-                    &[],
-                    "view check",
-                    None,
-                    HostEnd::Unknown,
-                )
-            }?;
-            ev.wait()?;
+            copy(back.as_mut_ptr().cast(), p)?;
             ok = wrote.is_ok() && back == rev;
         }
         drop(q);
