@@ -566,24 +566,12 @@ pub trait Driver: Send + Sync {
 
     /// Enqueues on `q` a copy of `size` bytes from `src` to `dst`, each
     /// unified shared memory reached as `usm` says, or host memory; `ev`
-    /// receives the command's event when given.
+    /// receives the command's event when given. `host` is the side the
+    /// caller vouches is host memory (a buffer's host storage), if either:
+    /// a back end that would ask its driver what that memory is may skip
+    /// asking.
     #[allow(clippy::too_many_arguments)]
     fn enqueue_memcpy(
-        &self,
-        q: QueueH,
-        usm: UsmStrategy,
-        dst: usize,
-        src: usize,
-        size: usize,
-        waits: &[EventH],
-        ev: Option<&mut EventH>,
-    ) -> Result<()>;
-
-    /// [`Driver::enqueue_memcpy`] where the caller vouches that one side
-    /// (`host`) is host memory, such as a buffer's host storage: a back
-    /// end that would ask its driver what that memory is may skip asking.
-    #[allow(clippy::too_many_arguments)]
-    fn enqueue_memcpy_host(
         &self,
         q: QueueH,
         usm: UsmStrategy,
@@ -593,10 +581,7 @@ pub trait Driver: Send + Sync {
         host: HostEnd,
         waits: &[EventH],
         ev: Option<&mut EventH>,
-    ) -> Result<()> {
-        let _ = host;
-        self.enqueue_memcpy(q, usm, dst, src, size, waits, ev)
-    }
+    ) -> Result<()>;
 
     /// Enqueues a fill of `size` bytes at `dst` with `pattern` (whose size
     /// the back end takes, `dst` aligned to it).

@@ -562,20 +562,6 @@ impl Driver for Cuda {
     fn enqueue_memcpy(
         &self,
         q: QueueH,
-        usm: UsmStrategy,
-        dst: usize,
-        src: usize,
-        size: usize,
-        waits: &[EventH],
-        ev: Option<&mut EventH>,
-    ) -> Result<()> {
-        let host = HostEnd::Unknown;
-        self.enqueue_memcpy_host(q, usm, dst, src, size, host, waits, ev)
-    }
-
-    fn enqueue_memcpy_host(
-        &self,
-        q: QueueH,
         _usm: UsmStrategy,
         dst: usize,
         src: usize,

@@ -11,8 +11,9 @@ use super::info;
 use super::intel::IntelUsm;
 use super::loader::{api, check, cl_error_name};
 use crate::backend::{
-    ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, KernelFacts, KernelH, MemH,
-    NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side, Stamp,
+    ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, HostEnd, KernelFacts,
+    KernelH, MemH, NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side,
+    Stamp,
 };
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
@@ -517,6 +518,7 @@ impl Driver for OpenCl {
         dst: usize,
         src: usize,
         size: usize,
+        _host: HostEnd,
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {

@@ -83,7 +83,7 @@ impl Queue {
         wl: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        self.driver().enqueue_memcpy_host(
+        self.driver().enqueue_memcpy(
             q,
             self.ctx.strategy,
             dst as usize,
