@@ -319,10 +319,7 @@ impl Buffer {
         for part in self.fetch_boxes(mode, offset, range, &pages) {
             fetched.extend(fetch(&s, &mut st, 0, &part, None)?);
         }
-        wait_on_host(&mut st, &pages, mode.writes(), &what)?;
-        for e in fetched {
-            e.wait()?;
-        }
+        wait_on_host(&mut st, &pages, mode.writes(), fetched)?;
         // Data fetched into read-only user memory goes to a private copy
         // instead, which the accessor must see.
         host = host_ptr(&st).unwrap_or(host);
@@ -387,10 +384,17 @@ pub(crate) fn refuse_held(st: &State, pages: &Box3, write: bool, what: &str) -> 
     Ok(())
 }
 
-/// Waits on this thread for the recorded accesses that an access of
-/// `pages` on the host (writing if `write`) conflicts with; `what` names
-/// that access in the error a conflicting host accessor still held gives.
-pub(crate) fn wait_on_host(st: &mut State, pages: &Box3, write: bool, what: &str) -> Result<()> {
+/// Waits on this thread for the recorded commands that an access of
+/// `pages` on the host (writing if `write`) conflicts with, then for
+/// `fetched`, the copies bringing those pages home (enqueued behind the
+/// commands, so that they start as those end). Conflicting host accessors
+/// still held were refused before ([`refuse_held`], under the same lock).
+pub(crate) fn wait_on_host(
+    st: &mut State,
+    pages: &Box3,
+    write: bool,
+    fetched: Vec<Arc<Event>>,
+) -> Result<()> {
     for t in st.tracker.conflicts(pages, write, 0) {
         match t {
             Token::Cmd(e) => e.wait()?,
@@ -401,14 +405,11 @@ pub(crate) fn wait_on_host(st: &mut State, pages: &Box3, write: bool, what: &str
                     e.wait()?
                 }
             }
-            Token::Host(h) if !h.released.load(Ordering::Acquire) => {
-                return Err(Error::invalid(format!(
-                    "{what} conflicts with another host accessor of this buffer that is still \
-                     held; release it first"
-                )))
-            }
             Token::Host(_) => {}
         }
+    }
+    for e in fetched {
+        e.wait()?;
     }
     Ok(())
 }

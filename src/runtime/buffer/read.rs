@@ -5,12 +5,14 @@
 
 use super::access::{refuse_held, wait_on_host};
 use super::alloc::host_ptr;
-use super::storage::Buffer;
+use super::storage::{Buffer, State};
 use super::transfer::{fetch, prune, token_events_for_copy, transfer_queue};
 use crate::backend::HostEnd;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3};
+use crate::runtime::event::Event;
 use std::ffi::c_void;
+use std::sync::Arc;
 
 impl Buffer {
     /// Copies the `range` elements at `offset` (three dimensions, the last
@@ -49,56 +51,23 @@ impl Buffer {
         refuse_held(&st, &pages, false, "a read")?;
         let runs = g.byte_runs(&elements(offset, range));
         let total: usize = runs.iter().map(|r| r.1).sum();
-        // From the host when its pages are current there.
-        if !pages::all_set(&g, &st.bits[0], &pages) {
-            if let Some(i) = (1..st.bits.len()).find(|&i| pages::all_set(&g, &st.bits[i], &pages)) {
-                // Straight from the device holding all of them: these bytes
-                // only.
-                // Behind the commands writing these pages (the copies wait
-                // for them), then everything is waited for once.
-                let deps = token_events_for_copy(&mut st, &pages, 0, i)?;
-                let q = transfer_queue(&mut st, i)?;
-                let (ptr, mem) = (st.devs[i - 1].ptr, st.devs[i - 1].mem);
-                let mut at = 0;
-                let mut events = Vec::with_capacity(runs.len());
-                for &(off, len) in &runs {
-                    let to = dst as usize + at;
-                    let ev = match mem.filter(|_| ptr == 0) {
-                        Some(m) => q.copy_mem((None, to), (Some(m), 0), (0, off), len, &deps)?,
-                        // SAFETY: the allocation holds the buffer's bytes
-                        // and the run lies inside it; `dst` holds `total`
-                        // bytes per the contract; waited for below.
-                        None => unsafe {
-                            q.copy_raw(
-                                to as *mut c_void,
-                                (ptr + off) as *const c_void,
-                                len,
-                                &deps,
-                                format!("read of {len} bytes"),
-                                None,
-                                HostEnd::Unknown,
-                            )
-                        }?,
-                    };
-                    events.push(ev);
-                    at += len;
-                    st.stats.d2h_bytes += len as u64;
-                    st.stats.d2h_copies += 1;
-                }
-                wait_on_host(&mut st, &pages, false, "a read")?;
-                for e in events {
-                    e.wait()?;
-                }
-                return Ok(total);
-            }
-            // Spread over several places: bring the pages home first.
-            let fetched = fetch(&s, &mut st, 0, &pages, None)?;
-            wait_on_host(&mut st, &pages, false, "a read")?;
-            for e in fetched {
-                e.wait()?;
-            }
+        // From the host when its pages are current there; else straight
+        // from a device holding all of them (these bytes only), or after
+        // bringing the pages home. The copies go behind the commands that
+        // write the pages (they wait for them themselves), then everything
+        // is waited for at once.
+        let holding =
+            |st: &State| (1..st.bits.len()).find(|&i| pages::all_set(&g, &st.bits[i], &pages));
+        let (copies, direct) = if pages::all_set(&g, &st.bits[0], &pages) {
+            (Vec::new(), false)
+        } else if let Some(i) = holding(&st) {
+            (read_from_device(&mut st, i, &pages, &runs, dst)?, true)
         } else {
-            wait_on_host(&mut st, &pages, false, "a read")?;
+            (fetch(&s, &mut st, 0, &pages, None)?, false)
+        };
+        wait_on_host(&mut st, &pages, false, copies)?;
+        if direct {
+            return Ok(total);
         }
         let host = host_ptr(&st)
             .ok_or_else(|| Error::new(Status::Internal, "current pages without host storage"))?;
@@ -106,6 +75,48 @@ impl Buffer {
         // for these runs; `dst` holds `total` bytes per the contract.
         Ok(unsafe { copy_runs(&runs, host, dst) })
     }
+}
+
+/// Copies `runs` of the buffer from device `i` (1-based), which holds all
+/// of `pages`, into `dst` packed, behind the commands writing those pages;
+/// the copies' events, for the caller to wait for.
+fn read_from_device(
+    st: &mut State,
+    i: usize,
+    pages: &Box3,
+    runs: &[(usize, usize)],
+    dst: *mut u8,
+) -> Result<Vec<Arc<Event>>> {
+    let deps = token_events_for_copy(st, pages, 0, i)?;
+    let q = transfer_queue(st, i)?;
+    let (ptr, mem) = (st.devs[i - 1].ptr, st.devs[i - 1].mem);
+    let mut at = 0;
+    let mut events = Vec::with_capacity(runs.len());
+    for &(off, len) in runs {
+        let to = dst as usize + at;
+        let ev = match mem.filter(|_| ptr == 0) {
+            Some(m) => q.copy_mem((None, to), (Some(m), 0), (0, off), len, &deps)?,
+            // SAFETY: the allocation holds the buffer's bytes and the run
+            // lies inside it; `dst` holds the runs' total per the caller's
+            // contract, and the caller waits for the copies.
+            None => unsafe {
+                q.copy_raw(
+                    to as *mut c_void,
+                    (ptr + off) as *const c_void,
+                    len,
+                    &deps,
+                    format!("read of {len} bytes"),
+                    None,
+                    HostEnd::Unknown,
+                )
+            }?,
+        };
+        events.push(ev);
+        at += len;
+        st.stats.d2h_bytes += len as u64;
+        st.stats.d2h_copies += 1;
+    }
+    Ok(events)
 }
 
 /// The element box of `range` elements at `offset`.
