@@ -108,6 +108,18 @@ pub fn copiers_for(cores: usize) -> usize {
     (cores * 3 / 4).max(1)
 }
 
+/// A pool of [`copiers_for`] this host's cores, its threads named
+/// `name-N`, for copying pieces of host memory.
+pub fn copy_pool(
+    name: &'static str,
+) -> std::result::Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(copiers_for(cores))
+        .thread_name(move |i| format!("{name}-{i}"))
+        .build()
+}
+
 /// Whether a copy of `size` bytes may be staged on a device whose staging
 /// is `mode`.
 pub fn worth_it(mode: Staging, size: usize) -> bool {

@@ -175,15 +175,8 @@ fn copy_on(dst: usize, src: usize, len: usize) {
 /// The threads that copy pieces; `None` where none could be started.
 fn copiers() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(crate::core::staging::copiers_for(cores))
-            .thread_name(|i| format!("syrah-cuda-land-{i}"))
-            .build()
-            .ok()
-    })
-    .as_ref()
+    POOL.get_or_init(|| crate::core::staging::copy_pool("syrah-cuda-land").ok())
+        .as_ref()
 }
 
 /// Changed when a copy is handed to the copying threads: those kept

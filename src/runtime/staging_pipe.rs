@@ -70,21 +70,14 @@ pub(crate) fn linger_for_next(pool: &'static rayon::ThreadPool) {
 /// holds up its chunk, and every chunk after it once the ring is full.
 pub(crate) fn copiers() -> Result<&'static rayon::ThreadPool> {
     static POOL: OnceLock<std::result::Result<rayon::ThreadPool, String>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(crate::core::staging::copiers_for(cores))
-            .thread_name(|i| format!("syrah-copy-{i}"))
-            .build()
-            .map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .map_err(|why| {
-        Error::new(
-            Status::OutOfHostMemory,
-            format!("no thread for staged copies could be started: {why}"),
-        )
-    })
+    POOL.get_or_init(|| crate::core::staging::copy_pool("syrah-copy").map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|why| {
+            Error::new(
+                Status::OutOfHostMemory,
+                format!("no thread for staged copies could be started: {why}"),
+            )
+        })
 }
 
 /// The status of a command, asked of the driver.
