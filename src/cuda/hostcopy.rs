@@ -214,7 +214,7 @@ pub fn copy(
         s.writes_host(enq.seq);
     }
     let may_read_now = !hd && hs && s.host_written() && enq.waits_ended();
-    if may_read_now && len <= READ_NOW_UP_TO {
+    if may_read_now && small {
         return read_now(api, s, dst, src, len);
     }
     // Asked of the driver only where the answer is used.

@@ -337,7 +337,7 @@ impl Queue {
                         format!("{what} (seed)"),
                         Some(super::queue::Held::Any(Box::new(seed))),
                         |q, wl, ev| {
-                            self.copy_cmd(q, dst, sp.cast(), sl, HostEnd::Unknown, wl, Some(ev))
+                            self.copy_cmd(q, dst, sp.cast(), sl, HostEnd::Src, wl, Some(ev))
                         },
                     )?
                     .with_bytes(sl);
