@@ -225,6 +225,21 @@ static void fixed_case(env *e) {
 static uint64_t first_seed;
 static int steps;
 
+/* One random run on `d` from `seed` (see t_checker). */
+static int one_run(const syrah_device *d, uint64_t seed) {
+  env e;
+  int r = -1;
+  if (env_open(&e, d))
+    r = random_run(&e, seed, steps) ? 1 : 0;
+  else
+    T_FAIL("setup: %s", syrah_last_error_message());
+  env_close(&e);
+  return r;
+}
+
+/* Its steps are set in main. */
+static t_checker checker = {"test_host_storage", "SYRAH_HOST_STORAGE", 0, one_run};
+
 static void per_device(const syrah_device *d) {
   env e;
   if (!env_open(&e, d)) {
@@ -234,48 +249,18 @@ static void per_device(const syrah_device *d) {
   }
   fixed_case(&e);
   printf("random run: seed %llu, %d steps\n", (unsigned long long)first_seed, steps);
-  if (!random_run(&e, first_seed, steps))
-    printf("reproduce: SYRAH_HOST_STORAGE_SEED=%llu SYRAH_HOST_STORAGE_STEPS=%d test_host_storage\n",
-           (unsigned long long)first_seed, steps);
+  if (!random_run(&e, first_seed, steps)) t_reproduce(&checker, first_seed);
   env_close(&e);
 }
 
 int main(int argc, char **argv) {
   int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
-  double seconds = (double)t_env_u64("SYRAH_STRESS_SECONDS", 30);
-  time_t start = time(NULL);
-  int runs = 0;
   first_seed = t_env_u64("SYRAH_HOST_STORAGE_SEED", stress ? (uint64_t)time(NULL) : 1);
   steps = (int)t_env_u64("SYRAH_HOST_STORAGE_STEPS", stress ? 600 : 150);
+  checker.steps = steps;
   if (!stress) {
     t_for_each_device(per_device);
     return t_finish("test_host_storage");
   }
-  printf("== random runs for %.0f s from seed %llu, %d steps each, device by device in turn\n", seconds,
-         (unsigned long long)first_seed, steps);
-  {
-    const syrah_device *list[64];
-    size_t n = 0;
-    if (syrah_get_devices(list, 64, &n) != SYRAH_SUCCESS || n == 0) {
-      T_FAIL("no device to test on: %s", syrah_last_error_message());
-      return t_finish("test_host_storage stress");
-    }
-    if (n > 64) n = 64;
-    for (; difftime(time(NULL), start) < seconds && t_failures == 0; ++runs) {
-      uint64_t seed = first_seed + (uint64_t)runs;
-      env e;
-      if (!env_open(&e, list[(size_t)runs % n])) {
-        T_FAIL("setup on device %zu: %s", (size_t)runs % n, syrah_last_error_message());
-        env_close(&e);
-        break;
-      }
-      if (!random_run(&e, seed, steps))
-        printf("reproduce: SYRAH_HOST_STORAGE_SEED=%llu SYRAH_HOST_STORAGE_STEPS=%d test_host_storage "
-               "(device %zu of the list)\n",
-               (unsigned long long)seed, steps, (size_t)runs % n);
-      env_close(&e);
-    }
-  }
-  printf("%d random runs\n", runs);
-  return t_finish("test_host_storage stress");
+  return t_stress(&checker, first_seed, NULL, NULL);
 }

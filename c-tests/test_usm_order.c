@@ -250,30 +250,33 @@ static int random_run(env *e, uint64_t seed, int nsteps) {
   return ok;
 }
 
-static void per_device(const syrah_device *d) {
+/* One random run on `d` from `seed` (see t_checker). */
+static int one_run(const syrah_device *d, uint64_t seed) {
   env e;
-  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+  int r = -1;
+  if (env_open(&e, d))
+    r = random_run(&e, seed, steps) ? 1 : 0;
+  else
+    T_FAIL("setup: %s", syrah_last_error_message());
+  env_close(&e);
+  return r;
+}
+
+/* Its steps are set in main. */
+static t_checker checker = {"test_usm_order", "SYRAH_USM_ORDER", 0, one_run};
+
+static bool has_device_usm(const syrah_device *d) { return t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS); }
+
+static void per_device(const syrah_device *d) {
+  if (!has_device_usm(d)) {
     t_skip("USM copies through ordinary memory", "the device has no device USM");
     return;
   }
-  if (!env_open(&e, d)) {
-    T_FAIL("setup: %s", syrah_last_error_message());
-    env_close(&e);
-    return;
-  }
-  if (!random_run(&e, first_seed, steps))
-    printf("reproduce: SYRAH_USM_ORDER_SEED=%llu SYRAH_USM_ORDER_STEPS=%d test_usm_order\n",
-           (unsigned long long)first_seed, steps);
-  env_close(&e);
+  t_checked_run(&checker, d, first_seed);
 }
 
 int main(int argc, char **argv) {
   int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
-  double seconds = (double)t_env_u64("SYRAH_STRESS_SECONDS", 30);
-  time_t start = time(NULL);
-  int runs = 0;
-  const syrah_device *list[64];
-  size_t n = 0, d_i, usable = 0;
   first_seed = t_env_u64("SYRAH_USM_ORDER_SEED", stress ? (uint64_t)time(NULL) : 1);
   steps = (int)t_env_u64("SYRAH_USM_ORDER_STEPS", stress ? 400 : 80);
   if (steps < 1 || steps > MAX_STEPS) steps = MAX_STEPS;
@@ -281,42 +284,10 @@ int main(int argc, char **argv) {
   if (!ops_mask) ops_mask = 63;
   queues = t_env_u64("SYRAH_USM_ORDER_QUEUES", 2) == 1 ? 1 : 2;
   pinned = t_env_u64("SYRAH_USM_ORDER_PINNED", 0) != 0;
+  checker.steps = steps;
   if (!stress) {
     t_for_each_device(per_device);
     return t_finish("test_usm_order");
   }
-  printf("== random runs for %.0f s from seed %llu, %d steps each, device by device in turn\n", seconds,
-         (unsigned long long)first_seed, steps);
-  if (syrah_get_devices(list, 64, &n) != SYRAH_SUCCESS || n == 0) {
-    T_FAIL("no device to test on: %s", syrah_last_error_message());
-    return t_finish("test_usm_order stress");
-  }
-  if (n > 64) n = 64;
-  for (d_i = 0; d_i < n; ++d_i)
-    if (t_has(list[d_i], SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
-      ++usable;
-    } else {
-      char what[96];
-      snprintf(what, sizeof what, "random runs on device %zu of the list", d_i);
-      t_skip(what, "the device has no device USM");
-    }
-  if (usable == 0) return t_finish("test_usm_order stress");
-  for (; difftime(time(NULL), start) < seconds && t_failures == 0; ++runs) {
-    uint64_t seed = first_seed + (uint64_t)runs;
-    const syrah_device *d = list[(size_t)runs % n];
-    env e;
-    if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) continue;
-    if (!env_open(&e, d)) {
-      T_FAIL("setup on device %zu: %s", (size_t)runs % n, syrah_last_error_message());
-      env_close(&e);
-      break;
-    }
-    if (!random_run(&e, seed, steps))
-      printf("reproduce: SYRAH_USM_ORDER_SEED=%llu SYRAH_USM_ORDER_STEPS=%d test_usm_order (device %zu of the "
-             "list)\n",
-             (unsigned long long)seed, steps, (size_t)runs % n);
-    env_close(&e);
-  }
-  printf("%d random runs\n", runs);
-  return t_finish("test_usm_order stress");
+  return t_stress(&checker, first_seed, has_device_usm, "the device has no device USM");
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int t_checks = 0;
 static int t_failures = 0;
@@ -97,27 +98,31 @@ static inline bool t_has(const syrah_device *d, syrah_aspect a) {
 
 typedef void (*t_device_fn)(const syrah_device *device);
 
+/* The label of device `d` in messages: "P.D name, USM strategy". */
+static inline const char *t_label(const syrah_device *d) {
+  static char label[512];
+  char name[256] = "", strategy[64] = "";
+  uint64_t p = 0, i = 0;
+  syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL);
+  syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy, sizeof strategy, NULL);
+  syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_PLATFORM_INDEX, &p);
+  syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_DEVICE_INDEX, &i);
+  snprintf(label, sizeof label, "%llu.%llu %s, USM %s", (unsigned long long)p, (unsigned long long)i, name,
+           strategy);
+  return label;
+}
+
 /* Runs `fn` once per device found, labelling failures with the device. */
 static inline void t_for_each_device(t_device_fn fn) {
   size_t n = 0, i;
   const syrah_device *list[64];
-  static char label[512];
   if (syrah_get_devices(list, 64, &n) != SYRAH_SUCCESS || n == 0) {
     T_FAIL("no device to test on: %s", syrah_last_error_message());
     return;
   }
   for (i = 0; i < n && i < 64; ++i) {
-    char name[256] = "", strategy[64] = "";
-    uint64_t p = 0, d = 0;
-    syrah_device_get_info_string(list[i], SYRAH_DEVICE_INFO_NAME, name, sizeof name, NULL);
-    syrah_device_get_info_string(list[i], SYRAH_DEVICE_INFO_USM_STRATEGY_NAME, strategy,
-                                 sizeof strategy, NULL);
-    syrah_device_get_info_u64(list[i], SYRAH_DEVICE_INFO_PLATFORM_INDEX, &p);
-    syrah_device_get_info_u64(list[i], SYRAH_DEVICE_INFO_DEVICE_INDEX, &d);
-    snprintf(label, sizeof label, "%llu.%llu %s, USM %s", (unsigned long long)p,
-             (unsigned long long)d, name, strategy);
-    t_device = label;
-    printf("== device %s\n", label);
+    t_device = t_label(list[i]);
+    printf("== device %s\n", t_device);
     fn(list[i]);
   }
   t_device = "";
@@ -205,6 +210,70 @@ static inline int t_finish(const char *name) {
   printf("%s: %d checks, %d passed, %d failed, %d skipped\n", name, t_checks,
          t_checks - t_failures, t_failures, t_skips);
   return t_failures == 0 ? 0 : 1;
+}
+
+/* A seeded random checker: its program, the prefix of its environment
+ * variables (PREFIX_SEED, PREFIX_STEPS), the steps of each run, and one
+ * run on a device from a seed, which returns 1 when it passed, 0 when a
+ * check failed, -1 when it could not be set up (having said why). */
+typedef struct {
+  const char *program;
+  const char *prefix;
+  int steps;
+  int (*run)(const syrah_device *device, uint64_t seed);
+} t_checker;
+
+/* Prints the line that reproduces the run of `c` from `seed` that failed
+ * on the device being tested. */
+static inline void t_reproduce(const t_checker *c, uint64_t seed) {
+  printf("reproduce: %s_SEED=%llu %s_STEPS=%d %s (on device %s)\n", c->prefix, (unsigned long long)seed,
+         c->prefix, c->steps, c->program, t_device);
+}
+
+/* Runs `c` on `d` from `seed`, saying how to reproduce it where a check
+ * failed. The run's result. */
+static inline int t_checked_run(const t_checker *c, const syrah_device *d, uint64_t seed) {
+  int r = c->run(d, seed);
+  if (r == 0) t_reproduce(c, seed);
+  return r;
+}
+
+/* The stress mode of `c`: for SYRAH_STRESS_SECONDS (default 30), runs
+ * from seed `first_seed` on, device by device in turn over those `usable`
+ * accepts (NULL: every device; each other one is named as skipped,
+ * `unusable` saying why), until a check fails or a run cannot be set up.
+ * Gives the exit status. */
+static inline int t_stress(const t_checker *c, uint64_t first_seed, bool (*usable)(const syrah_device *),
+                           const char *unusable) {
+  double seconds = (double)t_env_u64("SYRAH_STRESS_SECONDS", 30);
+  time_t start = time(NULL);
+  const syrah_device *list[64];
+  size_t n = 0, i, ok = 0;
+  int runs = 0;
+  char title[128];
+  snprintf(title, sizeof title, "%s stress", c->program);
+  printf("== random runs for %.0f s from seed %llu, %d steps each, device by device in turn\n", seconds,
+         (unsigned long long)first_seed, c->steps);
+  if (syrah_get_devices(list, 64, &n) != SYRAH_SUCCESS || n == 0) {
+    T_FAIL("no device to test on: %s", syrah_last_error_message());
+    return t_finish(title);
+  }
+  if (n > 64) n = 64;
+  for (i = 0; i < n; ++i) {
+    t_device = t_label(list[i]);
+    if (!usable || usable(list[i]))
+      list[ok++] = list[i];
+    else
+      t_skip("random runs", unusable);
+  }
+  for (; ok > 0 && difftime(time(NULL), start) < seconds && t_failures == 0; ++runs) {
+    const syrah_device *d = list[(size_t)runs % ok];
+    t_device = t_label(d);
+    if (t_checked_run(c, d, first_seed + (uint64_t)runs) < 0) break;
+  }
+  t_device = "";
+  printf("%d random runs\n", runs);
+  return t_finish(title);
 }
 
 #endif
