@@ -1,7 +1,8 @@
-//! The CUDA back end's memory: what it allocated or registered, looked up
-//! by address; its memory objects (an allocation, a part of one, or a view
-//! over unified shared memory; counted references); its fills of device
-//! memory with a repeated pattern.
+//! The CUDA back end's memory: its USM allocations, and what it allocated
+//! or registered, looked up by address; its memory objects (an
+//! allocation, a part of one, or a view over unified shared memory;
+//! counted references); its fills of device memory with a repeated
+//! pattern.
 
 use super::loader::{
     api, check, Api, CUcontext, CUdeviceptr, CUDA_SUCCESS, CU_MEMHOSTALLOC_DEVICEMAP,
