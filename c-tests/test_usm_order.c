@@ -250,12 +250,58 @@ static int random_run(env *e, uint64_t seed, int nsteps) {
   return ok;
 }
 
+/* A fixed case: queue 0 copies device array 0 into ordinary memory behind
+ * a long kernel; queue 1 runs a kernel after that copy, then copies part
+ * of that memory into device array 1 after its own kernel only (the
+ * queue's order covers the rest). That copy must see what queue 0 copied,
+ * not what the memory held when it was enqueued. 0 if it did not. */
+static int across_queues(env *e) {
+  enum { PART = 4096 };
+  uint32_t v = 7, n_long = 2000000, n_short = 1000;
+  syrah_kernel_arg args[2];
+  syrah_range one = syrah_range_1d(1), all = syrah_range_1d(N);
+  syrah_event *ev = NULL, *copied = NULL, *after = NULL;
+  const syrah_event *dep[1];
+  size_t i;
+  int ok = 1;
+  args[0] = syrah_arg_usm(e->d[0]);
+  args[1] = syrah_arg_value(&v, sizeof v);
+  EXPECT_OK(syrah_queue_launch(e->q[0], e->add, &all, args, 2, NULL, 0, NULL));
+  args[0] = syrah_arg_usm(e->scratch);
+  args[1] = syrah_arg_value(&n_long, sizeof n_long);
+  EXPECT_OK(syrah_queue_launch(e->q[0], e->busy, &one, args, 2, NULL, 0, &ev));
+  dep[0] = ev;
+  EXPECT_OK(syrah_queue_memcpy(e->q[0], e->h[0], e->d[0], N * sizeof(uint32_t), dep, 1, &copied));
+  args[1] = syrah_arg_value(&n_short, sizeof n_short);
+  dep[0] = copied;
+  EXPECT_OK(syrah_queue_launch(e->q[1], e->busy, &one, args, 2, dep, 1, &after));
+  dep[0] = after;
+  EXPECT_OK(syrah_queue_memcpy(e->q[1], e->d[1], e->h[0], PART * sizeof(uint32_t), dep, 1, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q[1]));
+  EXPECT_OK(syrah_queue_wait(e->q[0]));
+  for (i = 0; i < N; ++i) e->md[0][i] += v;
+  memcpy(e->mh[0], e->md[0], N * sizeof(uint32_t));
+  memcpy(e->md[1], e->mh[0], PART * sizeof(uint32_t));
+  EXPECT_OK(syrah_queue_memcpy(e->q[0], e->back, e->d[1], PART * sizeof(uint32_t), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q[0]));
+  ++t_checks;
+  if (memcmp(e->back, e->md[1], PART * sizeof(uint32_t)) != 0) {
+    T_FAIL("a copy from ordinary memory on queue 1 behind queue 0's copy into it: word 0 is %u, expected %u",
+           e->back[0], e->md[1][0]);
+    ok = 0;
+  }
+  if (ev) syrah_event_release(ev);
+  if (copied) syrah_event_release(copied);
+  if (after) syrah_event_release(after);
+  return ok;
+}
+
 /* One random run on `d` from `seed` (see t_checker). */
 static int one_run(const syrah_device *d, uint64_t seed) {
   env e;
   int r = -1;
   if (env_open(&e, d))
-    r = random_run(&e, seed, steps) ? 1 : 0;
+    r = across_queues(&e) && random_run(&e, seed, steps) ? 1 : 0;
   else
     T_FAIL("setup: %s", syrah_last_error_message());
   env_close(&e);

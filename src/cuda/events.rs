@@ -16,7 +16,7 @@
 
 use super::callbacks::{send, started, Msg, Pending, Watched};
 use super::loader::{
-    api, check, take_last_failure, Api, CUcontext, CUevent, CUstream, CUDA_ERROR_NOT_READY,
+    api, check, take_last_failure, Api, CUcontext, CUevent, CUDA_ERROR_NOT_READY,
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
 };
 use super::state::{host_ns, make_current, Spares, Stream};
@@ -270,8 +270,9 @@ impl Ev {
     }
 
     /// Makes `stream` (current) wait for this, resolved, before what is
-    /// enqueued next.
-    pub fn wait_on(&self, api: &Api, stream: CUstream) -> Result<()> {
+    /// enqueued next; whether that is a wait for a command of another
+    /// stream still running (see [`Stream::waits_elsewhere`]).
+    pub fn wait_on(&self, api: &Api, stream: &Stream) -> Result<bool> {
         match &self.kind {
             Kind::Command {
                 end,
@@ -284,13 +285,14 @@ impl Ev {
             {
                 // SAFETY: a live event and stream; events of other devices
                 // are waited on across them.
-                let rc = unsafe { (api.cuStreamWaitEvent)(stream, *end, 0) };
-                check(api, rc, "cuStreamWaitEvent")
+                let rc = unsafe { (api.cuStreamWaitEvent)(stream.raw, *end, 0) };
+                check(api, rc, "cuStreamWaitEvent")?;
+                Ok(!std::ptr::eq(Arc::as_ptr(from), stream))
             }
             // Done already; a failed command's dependents still run (the
             // runtime reports the failure through them); a user event is
             // already done.
-            _ => Ok(()),
+            _ => Ok(false),
         }
     }
 

@@ -54,7 +54,11 @@ impl Held for Job {
     fn run(self: Box<Self>, api: &Api, s: &Arc<Stream>, seq: u64, woken: &mut Vec<Arc<Stream>>) {
         let Job { waits, ev, body } = *self;
         take_last_failure();
-        let mut done = waits.iter().try_for_each(|w| w.wait_on(api, s.raw));
+        let mut elsewhere = false;
+        let mut done = waits.iter().try_for_each(|w| {
+            elsewhere |= w.wait_on(api, s)?;
+            Ok(())
+        });
         if let (Ok(()), Some(e)) = (&done, &ev) {
             done = e.start(api, s);
         }
@@ -64,6 +68,9 @@ impl Held for Job {
                 waits: Waits::Held(&waits),
             };
             done = body(api, s, &enq);
+        }
+        if elsewhere {
+            s.waits_elsewhere(seq);
         }
         let Some(e) = ev else { return };
         if done.is_ok() {
@@ -195,22 +202,33 @@ fn run(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, cmd: impl Command) 
     // Counted whatever happens: a failed body may have enqueued part.
     tail.count += 1;
     let seq = tail.count;
-    for w in waits {
-        events::of(*w).wait_on(api, s.raw)?;
+    let mut elsewhere = false;
+    let done = waits
+        .iter()
+        .try_for_each(|w| {
+            elsewhere |= events::of(*w).wait_on(api, s)?;
+            Ok(())
+        })
+        .and_then(|()| {
+            let enq = Enq {
+                seq,
+                waits: Waits::Direct(waits),
+            };
+            let Some(slot) = ev else {
+                return cmd.now(api, s, &enq);
+            };
+            let e = Ev::command(api, &Stream::shared(q))?;
+            e.start(api, s)?;
+            cmd.now(api, s, &enq)?;
+            e.recorded_new(api, s, seq)?;
+            *slot = events::handle(e);
+            Ok(())
+        });
+    // Noted after the command itself: its own waits are its to check.
+    if elsewhere {
+        s.waits_elsewhere(seq);
     }
-    let enq = Enq {
-        seq,
-        waits: Waits::Direct(waits),
-    };
-    let Some(slot) = ev else {
-        return cmd.now(api, s, &enq);
-    };
-    let e = Ev::command(api, &Stream::shared(q))?;
-    e.start(api, s)?;
-    cmd.now(api, s, &enq)?;
-    e.recorded_new(api, s, seq)?;
-    *slot = events::handle(e);
-    Ok(())
+    done
 }
 
 #[cfg(test)]

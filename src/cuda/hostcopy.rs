@@ -10,7 +10,8 @@
 //! Where nothing on the stream is pending, CUDA's own copy is in order
 //! and is used. A copy from ordinary memory that nothing pending can
 //! write (what it waits for has completed, and so has every earlier
-//! command of its stream that writes ordinary memory) reads it at once
+//! command of its stream that writes ordinary memory or waits for another
+//! stream, whose commands may) reads it at once
 //! into a bounce block, which goes back once an event after the copy has
 //! passed: nothing holds up the stream.
 
@@ -213,7 +214,7 @@ pub fn copy(
     if hd {
         s.writes_host(enq.seq);
     }
-    let may_read_now = !hd && hs && s.host_written() && enq.waits_ended();
+    let may_read_now = !hd && hs && s.host_settled() && enq.waits_ended();
     if may_read_now && small {
         return read_now(api, s, dst, src, len);
     }

@@ -152,8 +152,10 @@ pub struct Stream {
     /// The latest command (by `Tail::count`) known to have completed:
     /// the stream runs its commands in order, so all before it have too.
     done: AtomicU64,
-    /// The latest command that writes ordinary host memory.
-    host_writes: AtomicU64,
+    /// The latest command before whose end ordinary host memory may still
+    /// change: one that writes it, or one that waits for a command of
+    /// another stream (which may write it, or wait for one that does).
+    host_changes: AtomicU64,
 }
 
 /// What has been given to a stream, and what waits on the host for it.
@@ -222,7 +224,7 @@ impl Stream {
             tail: Mutex::new(Tail::default()),
             drained: Condvar::new(),
             done: AtomicU64::new(0),
-            host_writes: AtomicU64::new(0),
+            host_changes: AtomicU64::new(0),
         };
         if timed {
             let mut ev: CUevent = std::ptr::null_mut();
@@ -253,13 +255,20 @@ impl Stream {
 
     /// Notes that command `seq` writes ordinary host memory.
     pub fn writes_host(&self, seq: u64) {
-        self.host_writes.fetch_max(seq, Ordering::AcqRel);
+        self.host_changes.fetch_max(seq, Ordering::AcqRel);
     }
 
-    /// Whether every command before the one being enqueued that writes
-    /// ordinary host memory is known to have completed.
-    pub fn host_written(&self) -> bool {
-        let last = self.host_writes.load(Ordering::Acquire);
+    /// Notes that command `seq` waits for a command of another stream:
+    /// until it has ended, work there may still change host memory.
+    pub fn waits_elsewhere(&self, seq: u64) {
+        self.host_changes.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// Whether ordinary host memory can no longer change through the
+    /// commands before the one being enqueued: those that write it, and
+    /// those that wait for other streams, are known to have completed.
+    pub fn host_settled(&self) -> bool {
+        let last = self.host_changes.load(Ordering::Acquire);
         last == 0 || self.reached(last)
     }
 
