@@ -19,7 +19,7 @@ use super::loader::{
     api, check, take_last_failure, Api, CUcontext, CUevent, CUDA_ERROR_NOT_READY,
     CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
 };
-use super::state::{host_ns, make_current, Spares, Stream};
+use super::state::{host_ns, make_current, noted, Spares, Stream};
 use crate::backend::{EndCallback, EventH, Stamp, COMPLETE, SUBMITTED};
 use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
@@ -440,7 +440,7 @@ fn status_of(ev: &Ev) -> Result<i32> {
                     COMPLETE
                 }
                 CUDA_ERROR_NOT_READY => SUBMITTED,
-                code => failure(code),
+                code => failure(noted(stream.dev.ctx, code)),
             })
         }
         Kind::User { done } => Ok(if done.load(Ordering::Acquire) {
@@ -479,7 +479,7 @@ pub fn wait(e: EventH) -> Result<i32> {
                     ev.ended_now();
                     0
                 }
-                code => failure(code),
+                code => failure(noted(stream.dev.ctx, code)),
             })
         }
         Kind::User { .. } => Ok(0),

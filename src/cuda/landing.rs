@@ -14,11 +14,11 @@
 
 use super::bounce::{give, release_after, take, Block};
 use super::loader::{
-    check, Api, CUresult, StreamOps, CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS,
+    check, is_lost, lost_count, Api, CUresult, StreamOps, CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS,
     CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_WAIT_VALUE_GEQ,
     CU_STREAM_WRITE_VALUE_DEFAULT,
 };
-use super::state::Stream;
+use super::state::{noted, Stream};
 use crate::core::error::Result;
 use parking_lot::{Condvar, Mutex};
 use std::ffi::c_void;
@@ -107,6 +107,8 @@ fn take_slot(api: &Api, ops: &StreamOps) -> Result<Slot> {
 /// One copy the landing thread does: from `src` to `dst`, chunk by chunk
 /// as the stream marks each arrived.
 struct Landing {
+    /// The context of the stream that copies the chunks.
+    ctx: usize,
     slot: Slot,
     /// The bounce block the chunks arrive in, given back afterwards.
     block: Option<Block>,
@@ -136,7 +138,9 @@ impl Landing {
         moved
     }
 
-    /// Lets the stream go on, and gives back the block and the slot.
+    /// Lets the stream go on, and gives back the block and the slot (also
+    /// for a landing whose context was lost: its device writes neither
+    /// again).
     fn finish(self) {
         self.slot.word(4).store(self.slot.landed, Ordering::Release);
         if let Some(b) = self.block {
@@ -212,7 +216,9 @@ fn landing_loop() {
     let mut mine: Vec<Landing> = Vec::new();
     let mut busy = Instant::now();
     let mut kept = None;
+    let mut lost_seen = 0;
     loop {
+        let mut came = false;
         {
             let mut new = NEW.0.lock();
             if mine.is_empty() && new.is_empty() {
@@ -223,6 +229,21 @@ fn landing_loop() {
             if !new.is_empty() {
                 mine.append(&mut new);
                 busy = Instant::now();
+                came = true;
+            }
+        }
+        // A lost context's device marks no more chunks: its landings end
+        // as they are, and the thread does not look for them forever.
+        let lost = lost_count();
+        if lost > 0 && (came || lost != lost_seen) {
+            lost_seen = lost;
+            let mut i = 0;
+            while i < mine.len() {
+                if is_lost(mine[i].ctx) {
+                    mine.swap_remove(i).finish();
+                } else {
+                    i += 1;
+                }
             }
         }
         if let Some(pool) = copiers() {
@@ -254,7 +275,7 @@ fn started() -> bool {
     static STARTED: OnceLock<bool> = OnceLock::new();
     *STARTED.get_or_init(|| {
         std::thread::Builder::new()
-            .name("syrah-cuda-landing".into())
+            .name("syrah-landing".into())
             .spawn(landing_loop)
             .is_ok()
     })
@@ -334,6 +355,7 @@ pub fn land(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<boo
         slot.arrived = first.wrapping_add(i + 1);
     }
     let landing = Landing {
+        ctx: s.dev.ctx as usize,
         slot,
         dst: dst as usize,
         src: block.ptr,
@@ -368,6 +390,7 @@ pub fn host_copy(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Resul
     }
     slot.arrived = first.wrapping_add(1);
     let landing = Landing {
+        ctx: s.dev.ctx as usize,
         slot,
         block: None,
         dst: dst as usize,
@@ -397,7 +420,7 @@ fn hand_over(api: &Api, ops: &StreamOps, s: &Stream, mut l: Landing) -> Result<b
         // then nothing lands: its own failure is the one reported.
         // SAFETY: a live stream.
         let synced = unsafe { (api.cuStreamSynchronize)(s.raw) };
-        check(api, synced, "cuStreamSynchronize")?;
+        check(api, noted(s.dev.ctx, synced), "cuStreamSynchronize")?;
         // SAFETY: the slot's word lies in a page that is never freed.
         let w = unsafe { &*(word as *const AtomicU32) };
         while !reached(w.load(Ordering::Acquire), want) {

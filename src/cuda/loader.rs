@@ -7,11 +7,17 @@
 //! names a library whose entry points come first (a fault-injection or
 //! tracing library defines those it wraps, and the rest come from
 //! `libcuda.so.1`), or a driver library at another path.
+//!
+//! Its results become Syrah errors here, and the contexts that an error
+//! CUDA keeps for the whole context (a kernel's fault) has lost are
+//! remembered, so that what waits for their devices can stop waiting.
 
 #![allow(non_snake_case)]
 
 use crate::core::error::{Error, Status};
+use parking_lot::Mutex;
 use std::ffi::{c_char, c_uint, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// A CUDA result code (0 is success).
@@ -167,6 +173,7 @@ cuda_table! {
     cuDevicePrimaryCtxRetain = "cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
     cuDevicePrimaryCtxRelease = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
     cuCtxSetCurrent = "cuCtxSetCurrent": fn(CUcontext);
+    cuCtxGetCurrent = "cuCtxGetCurrent": fn(*mut CUcontext);
     cuCtxSynchronize = "cuCtxSynchronize": fn();
     cuModuleLoadDataEx = "cuModuleLoadDataEx": fn(*mut CUmodule, *const c_void, c_uint, *mut i32, *mut *mut c_void);
     cuModuleUnload = "cuModuleUnload": fn(CUmodule);
@@ -379,11 +386,54 @@ pub fn check(api: &Api, code: CUresult, what: &str) -> Result<(), Error> {
             CUDA_ERROR_OUT_OF_MEMORY => Status::OutOfDeviceMemory,
             _ => Status::Opencl,
         };
+        let mut lost = "";
+        if is_sticky(code) {
+            let mut ctx: CUcontext = std::ptr::null_mut();
+            // SAFETY: `ctx` is a valid slot.
+            if unsafe { (api.cuCtxGetCurrent)(&mut ctx) } == CUDA_SUCCESS && !ctx.is_null() {
+                note_lost(ctx as usize);
+            }
+            lost = "; a command on this device failed, and CUDA fails every later call of its \
+                    context";
+        }
         Err(Error::new(
             status,
-            format!("{what} failed: {} ({code})", error_name(api, code)),
+            format!("{what} failed: {} ({code}){lost}", error_name(api, code)),
         ))
     }
+}
+
+/// Contexts whose device failed with an error that CUDA keeps for the
+/// whole context (a kernel's fault, say): their streams run nothing more.
+static LOST: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// How many contexts [`LOST`] holds, read without its lock.
+static LOST_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether CUDA error `code` leaves its context unable to run anything
+/// more: an uncorrectable memory error, or a kernel that faulted (an
+/// illegal address or instruction, a misaligned address, a hardware
+/// stack error, a failed assertion, a timeout).
+pub fn is_sticky(code: CUresult) -> bool {
+    matches!(code, 214 | 700 | 702 | 710 | 714..=719)
+}
+
+/// Remembers context `ctx` as lost.
+pub fn note_lost(ctx: usize) {
+    let mut lost = LOST.lock();
+    if !lost.contains(&ctx) {
+        lost.push(ctx);
+        LOST_COUNT.store(lost.len(), Ordering::Release);
+    }
+}
+
+/// How many contexts have been found lost (it only grows).
+pub fn lost_count() -> usize {
+    LOST_COUNT.load(Ordering::Acquire)
+}
+
+/// Whether context `ctx` was found lost.
+pub fn is_lost(ctx: usize) -> bool {
+    lost_count() > 0 && LOST.lock().contains(&ctx)
 }
 
 thread_local! {
@@ -395,4 +445,21 @@ thread_local! {
 /// where none failed since the last take).
 pub fn take_last_failure() -> CUresult {
     LAST_FAILURE.replace(CUDA_SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_sticky;
+
+    #[test]
+    fn only_errors_kept_for_the_context_are_sticky() {
+        for code in [214, 700, 702, 710, 714, 715, 716, 717, 718, 719] {
+            assert!(is_sticky(code), "{code}");
+        }
+        // Out of memory, not ready, out of resources, too large a
+        // cooperative launch, not supported: the context goes on.
+        for code in [0, 2, 600, 701, 720, 801, 999] {
+            assert!(!is_sticky(code), "{code}");
+        }
+    }
 }

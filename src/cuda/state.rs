@@ -12,7 +12,8 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use super::loader::{
-    api, check, Api, CUcontext, CUevent, CUstream, CUDA_SUCCESS, CU_STREAM_NON_BLOCKING,
+    api, check, is_sticky, note_lost, Api, CUcontext, CUevent, CUresult, CUstream, CUDA_SUCCESS,
+    CU_STREAM_NON_BLOCKING,
 };
 use crate::backend::QueueH;
 use crate::core::error::Result;
@@ -39,6 +40,15 @@ pub fn make_current(api: &Api, ctx: CUcontext) -> Result<()> {
     check(api, rc, "cuCtxSetCurrent")?;
     CURRENT.with(|c| c.set(ctx as usize));
     Ok(())
+}
+
+/// Notes `code`, the result of a call that waited for work of context
+/// `ctx`, and returns it: a context found lost is remembered.
+pub fn noted(ctx: CUcontext, code: CUresult) -> CUresult {
+    if is_sticky(code) {
+        note_lost(ctx as usize);
+    }
+    code
 }
 
 /// The nanoseconds since the process's first use of this clock: the
@@ -330,7 +340,7 @@ impl Stream {
         make_current(api, self.dev.ctx)?;
         // SAFETY: a live stream of the current context.
         let rc = unsafe { (api.cuStreamSynchronize)(self.raw) };
-        check(api, rc, "cuStreamSynchronize")
+        check(api, noted(self.dev.ctx, rc), "cuStreamSynchronize")
     }
 }
 
