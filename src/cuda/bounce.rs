@@ -8,6 +8,8 @@ use super::state::Stream;
 use crate::core::error::Result;
 use parking_lot::Mutex;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A pinned bounce block.
 pub struct Block {
@@ -19,12 +21,16 @@ pub struct Block {
 static FREE: Mutex<Vec<Block>> = Mutex::new(Vec::new());
 
 /// A bounce block still read by a copy: free once `done` (an event of
-/// context `ctx`, recorded on `stream` after the copy) has passed.
+/// context `ctx`, recorded on `stream` after the copy) has passed, or
+/// once the stream is known to have completed command `seq` (0: not
+/// known), which its `progress` tells without asking the driver.
 struct InUse {
     block: Block,
     done: CUevent,
     ctx: usize,
     stream: usize,
+    seq: u64,
+    progress: Arc<AtomicU64>,
 }
 
 // SAFETY: the event is an opaque CUDA handle, used only with its context
@@ -54,8 +60,9 @@ fn reclaim(api: &Api, s: &Stream) {
             i += 1;
             continue;
         }
+        let known = p.seq != 0 && p.progress.load(Ordering::Acquire) >= p.seq;
         // SAFETY: a live event of the current context.
-        if unsafe { (api.cuEventQuery)(p.done) } != CUDA_SUCCESS {
+        if !known && unsafe { (api.cuEventQuery)(p.done) } != CUDA_SUCCESS {
             busy.push(p.stream);
             i += 1;
             continue;
@@ -73,8 +80,10 @@ unsafe extern "C" fn give_later(user: *mut c_void) {
     give(*unsafe { Box::from_raw(user as *mut Block) });
 }
 
-/// Gives `b` back once what is enqueued on `s` (current) so far has run.
-pub fn release_after(api: &Api, s: &Stream, b: Block) -> Result<()> {
+/// Gives `b` back once what is enqueued on `s` (current) so far has run:
+/// at the latest when command `seq` of `s` has (0 where the caller does
+/// not know which command that is).
+pub fn release_after(api: &Api, s: &Stream, seq: u64, b: Block) -> Result<()> {
     let done = match create_event(api, s.dev.ctx, false) {
         Ok(done) => done,
         Err(_) => return give_by_host_function(api, s, b),
@@ -89,6 +98,8 @@ pub fn release_after(api: &Api, s: &Stream, b: Block) -> Result<()> {
         done,
         ctx: s.dev.ctx as usize,
         stream: s.raw as usize,
+        seq,
+        progress: s.progress(),
     });
     Ok(())
 }
@@ -107,21 +118,29 @@ fn give_by_host_function(api: &Api, s: &Stream, b: Block) -> Result<()> {
     check(api, rc, "cuLaunchHostFunc")
 }
 
-/// A block of at least `len` bytes for a copy on `s` (current).
+/// The smallest free block of at least `len` bytes.
+fn take_free(len: usize) -> Option<Block> {
+    let mut free = FREE.lock();
+    let best = free
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.size >= len)
+        .min_by_key(|(_, b)| b.size)
+        .map(|(i, _)| i)?;
+    Some(free.swap_remove(best))
+}
+
+/// A block of at least `len` bytes for a copy on `s` (current). Blocks
+/// in use are asked about only when no free one fits: the one the last
+/// copy took is most often still being read.
 pub fn take(api: &Api, s: &Stream, len: usize) -> Result<Block> {
+    if let Some(b) = take_free(len) {
+        return Ok(b);
+    }
     if !IN_USE.lock().is_empty() {
         reclaim(api, s);
-    }
-    {
-        let mut free = FREE.lock();
-        let best = free
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.size >= len)
-            .min_by_key(|(_, b)| b.size)
-            .map(|(i, _)| i);
-        if let Some(i) = best {
-            return Ok(free.swap_remove(i));
+        if let Some(b) = take_free(len) {
+            return Ok(b);
         }
     }
     let size = len.max(64 * 1024).next_power_of_two();

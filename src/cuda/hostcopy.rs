@@ -153,7 +153,7 @@ fn host_step(api: &Api, s: &Stream, step: Step, back: Option<Block>) -> Result<(
         let h = unsafe { Box::from_raw(p) };
         if let Some(b) = h.back {
             // A copy enqueued before may still use it.
-            let _ = release_after(api, s, b);
+            let _ = release_after(api, s, 0, b);
         }
     }
     check(api, rc, "cuLaunchHostFunc")
@@ -175,13 +175,13 @@ fn settled(api: &Api, s: &Stream) -> bool {
 
 /// Copies `len` bytes of ordinary memory at `src` into a bounce block
 /// now, and from there to `dst` on `s`.
-fn read_now(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<()> {
+fn read_now(api: &Api, s: &Stream, seq: u64, dst: u64, src: u64, len: usize) -> Result<()> {
     let b = take(api, s, len)?;
     // SAFETY: `src` holds `len` bytes of host memory that nothing pending
     // writes (the caller's contract); the block holds at least `len`.
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, b.ptr as *mut u8, len) };
     let r = device_copy(api, s, dst, b.ptr as u64, len);
-    release_after(api, s, b)?;
+    release_after(api, s, seq, b)?;
     r
 }
 
@@ -216,12 +216,12 @@ pub fn copy(
     }
     let may_read_now = !hd && hs && s.host_settled() && enq.waits_ended();
     if may_read_now && small {
-        return read_now(api, s, dst, src, len);
+        return read_now(api, s, enq.seq, dst, src, len);
     }
     // Asked of the driver only where the answer is used.
     let settled = hd != hs && settled(api, s);
     if may_read_now && !settled {
-        return read_now(api, s, dst, src, len);
+        return read_now(api, s, enq.seq, dst, src, len);
     }
     if settled {
         // Nothing to wait for: CUDA reads the source now, or writes the
@@ -243,7 +243,7 @@ pub fn copy(
             let lifted = match landing::host_copy(api, s, at, src, len) {
                 Ok(done) => done,
                 Err(e) => {
-                    release_after(api, s, b)?;
+                    release_after(api, s, enq.seq, b)?;
                     return Err(e);
                 }
             };
@@ -251,7 +251,7 @@ pub fn copy(
                 host_step(api, s, Step::Linear { dst: at, src, len }, None)?;
             }
             let r = device_copy(api, s, dst, at, len);
-            release_after(api, s, b)?;
+            release_after(api, s, enq.seq, b)?;
             r
         }
         (true, false) => {
@@ -330,7 +330,7 @@ pub fn copy_rect(
                 None,
             )?;
             let r = device_rect(api, s, &dst, &packed, region);
-            release_after(api, s, b)?;
+            release_after(api, s, seq, b)?;
             r
         }
         (true, false) => {

@@ -345,7 +345,7 @@ pub fn land(api: &Api, s: &Stream, dst: u64, src: u64, len: usize) -> Result<boo
             // Copies already enqueued still write the block; the device
             // may still write the slot, which is not used again (dropped
             // here, its memory stays allocated).
-            release_after(api, s, block)?;
+            release_after(api, s, 0, block)?;
             if rc == CUDA_ERROR_NOT_SUPPORTED && i == 0 && copied == CUDA_SUCCESS {
                 UNSUPPORTED.store(true, Ordering::Relaxed);
                 return Ok(false);

@@ -161,7 +161,7 @@ pub struct Stream {
     drained: Condvar,
     /// The latest command (by `Tail::count`) known to have completed:
     /// the stream runs its commands in order, so all before it have too.
-    done: AtomicU64,
+    done: Arc<AtomicU64>,
     /// The latest command before whose end ordinary host memory may still
     /// change: one that writes it, or one that waits for a command of
     /// another stream (which may write it, or wait for one that does).
@@ -233,7 +233,7 @@ impl Stream {
             base_ns: 0,
             tail: Mutex::new(Tail::default()),
             drained: Condvar::new(),
-            done: AtomicU64::new(0),
+            done: Arc::new(AtomicU64::new(0)),
             host_changes: AtomicU64::new(0),
         };
         if timed {
@@ -261,6 +261,12 @@ impl Stream {
     /// Notes that command `seq` has completed.
     pub fn passed(&self, seq: u64) {
         self.done.fetch_max(seq, Ordering::AcqRel);
+    }
+
+    /// The latest command known to have completed, shared: it may be read
+    /// after the stream is gone.
+    pub fn progress(&self) -> Arc<AtomicU64> {
+        self.done.clone()
     }
 
     /// Notes that command `seq` writes ordinary host memory.
@@ -330,17 +336,21 @@ impl Stream {
     /// Waits until no command is held for this stream, then for the
     /// stream itself.
     pub fn drain(&self) -> Result<()> {
-        {
+        let upto = {
             let mut t = self.tail.lock();
             while !t.held.is_empty() {
                 self.drained.wait(&mut t);
             }
-        }
+            t.count
+        };
         let api = api()?;
         make_current(api, self.dev.ctx)?;
         // SAFETY: a live stream of the current context.
         let rc = unsafe { (api.cuStreamSynchronize)(self.raw) };
-        check(api, noted(self.dev.ctx, rc), "cuStreamSynchronize")
+        check(api, noted(self.dev.ctx, rc), "cuStreamSynchronize")?;
+        // What was given to the stream before the wait has completed.
+        self.passed(upto);
+        Ok(())
     }
 }
 
