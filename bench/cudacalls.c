@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef int cu_result;
@@ -39,8 +40,18 @@ static void *real(const char *name) {
   return f;
 }
 
-/* Defines entry point `name`, row `row`: forwards and times the call. */
-#define WRAP(row, name, params, args)                                     \
+/* With CUDACALLS_NO_LAUNCH=1 in the environment, cuLaunchKernel launches
+ * nothing and succeeds: a benchmark's host time per launch is then
+ * Syrah's own path alone (and its results are wrong, as it says). */
+static int no_launch(void) {
+  static int v = -1;
+  if (v < 0) v = getenv("CUDACALLS_NO_LAUNCH") && strcmp(getenv("CUDACALLS_NO_LAUNCH"), "1") == 0;
+  return v;
+}
+
+/* Defines entry point `name`, row `row`: forwards and times the call,
+ * or only counts it (succeeding) where `skip` holds. */
+#define WRAP_UNLESS(skip, row, name, params, args)                        \
   cu_result name params {                                               \
     static cu_result(*next) params;                                     \
     unsigned long long t0;                                              \
@@ -48,18 +59,19 @@ static void *real(const char *name) {
     if (!next) next = (__extension__(cu_result(*) params) real(#name)); \
     names[row] = #name;                                                 \
     t0 = now_ns();                                                      \
-    r = next args;                                                      \
+    r = (skip) ? 0 : next args;                                         \
     __atomic_fetch_add(&nanos[row], now_ns() - t0, __ATOMIC_RELAXED);   \
     __atomic_fetch_add(&counts[row], 1, __ATOMIC_RELAXED);              \
     return r;                                                           \
   }
+#define WRAP(row, name, params, args) WRAP_UNLESS(0, row, name, params, args)
 
 WRAP(0, cuEventCreate, (void **e, unsigned flags), (e, flags))
 WRAP(1, cuEventRecord, (void *e, void *s), (e, s))
 WRAP(2, cuEventQuery, (void *e), (e))
 WRAP(3, cuEventDestroy_v2, (void *e), (e))
 WRAP(4, cuEventSynchronize, (void *e), (e))
-WRAP(5, cuLaunchKernel,
+WRAP_UNLESS(no_launch(), 5, cuLaunchKernel,
      (void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
       void *s, void **params, void **extra),
      (f, gx, gy, gz, bx, by, bz, shared, s, params, extra))
