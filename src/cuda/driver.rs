@@ -535,7 +535,7 @@ impl Driver for Cuda {
         let kern = kern_of(k);
         let shape = shape_of(range, name)?;
         let (f, params) = kern.launch_as_set(Stream::of(q).dev.ordinal, &shape)?;
-        kern.enqueue(q, &f, params, shape, waits, ev)
+        kern.enqueue(q, &f, &params, shape, waits, ev)
     }
 
     fn launch_takes_args(&self) -> bool {
@@ -556,7 +556,7 @@ impl Driver for Cuda {
         let shape = shape_of(range, name)?;
         let ordinal = Stream::of(q).dev.ordinal;
         let (f, params) = kern.launch_with(ordinal, args, &shape, |m| mem_of(m).ptr)?;
-        kern.enqueue(q, f, params, shape, waits, ev)
+        kern.enqueue(q, f, &params, shape, waits, ev)
     }
 
     fn enqueue_memcpy(

@@ -170,7 +170,7 @@ impl Kern {
         &self,
         q: QueueH,
         f: &Arc<Function>,
-        params: Params,
+        params: &Params,
         shape: Shape,
         waits: &[EventH],
         ev: Option<&mut EventH>,
@@ -179,7 +179,7 @@ impl Kern {
             q,
             waits,
             ev,
-            |api, s, _| launch(api, f, &params, shape, LaunchStream(s.raw)),
+            |api, s, _| launch(api, f, params, shape, LaunchStream(s.raw)),
             || {
                 // The program stays loaded while the launch is held.
                 let (prog, f, params) = (self.prog.clone(), f.clone(), params.clone());
