@@ -721,12 +721,6 @@ static void test_shared_and_allocators(const syrah_device *d) {
   free(host);
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts;
-  ts.tv_sec = ms / 1000;
-  ts.tv_nsec = (ms % 1000) * 1000000L;
-  nanosleep(&ts, NULL);
-}
 
 /* The status of `ev` once it completed, or after 5 s of asking every
  * 10 ms: a command held back by mistake fails the check instead of
@@ -736,7 +730,7 @@ static syrah_event_status status_within_5s(const syrah_event *ev) {
   int i;
   for (i = 0; i < 500 && ev && st != SYRAH_EVENT_COMPLETE; ++i) {
     EXPECT_OK(syrah_event_get_status(ev, &st));
-    if (st != SYRAH_EVENT_COMPLETE) sleep_ms(10);
+    if (st != SYRAH_EVENT_COMPLETE) t_sleep_ms(10);
   }
   return st;
 }
@@ -779,7 +773,7 @@ static void test_dependencies(const syrah_device *d) {
   EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, &k));
   EXPECT_OK(run1(&e, e.twice, acc1(a, SYRAH_ACCESS_READ, 0, 0), N, NULL, &k2));
   EXPECT_OK(syrah_event_wait(k2));
-  sleep_ms(50);
+  t_sleep_ms(50);
   EXPECT_OK(syrah_event_get_status(k, &st));
   EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE);
   EXPECT_OK(syrah_host_accessor_release(hb));
@@ -908,7 +902,7 @@ static void test_without_events(const syrah_device *d) {
   task.run = task_refuse;
   accs[0] = acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_submit_host_tasks(e.q, accs, 1, &task, 1, NULL, 0, NULL));
-  sleep_ms(50);
+  t_sleep_ms(50);
   EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   EXPECT_ERR(syrah_queue_wait(e.q), SYRAH_ERROR_EXECUTION_FAILED, "reported failure");
   /* The kernel after the task fails with it. */

@@ -8,12 +8,6 @@ static const char *kSource =
     "__kernel void inc(__global int *p) { p[get_global_id(0)] += 1; }\n"
     "__kernel void set(__global int *p, int v) { p[get_global_id(0)] = v; }\n";
 
-static void sleep_ms(long ms) {
-  struct timespec ts;
-  ts.tv_sec = ms / 1000;
-  ts.tv_nsec = (ms % 1000) * 1000000L;
-  nanosleep(&ts, NULL);
-}
 
 static int handler_calls = 0;
 static syrah_status handler_status = SYRAH_SUCCESS;
@@ -170,7 +164,7 @@ static void test_events(const syrah_device *d) {
   EXPECT_EQ(st, SYRAH_EVENT_SUBMITTED);
   EXPECT_OK(syrah_queue_launch(q, f.set, &r, args, 2, (const syrah_event *const *)&user, 1, &k));
   EXPECT_OK(syrah_queue_memcpy(q, host, f.mem, sizeof host, (const syrah_event *const *)&k, 1, &c));
-  sleep_ms(100);
+  t_sleep_ms(100);
   EXPECT_OK(syrah_event_get_status(k, &st));
   EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE && st != SYRAH_EVENT_FAILED);
   EXPECT_OK(syrah_event_get_status(c, &st));
@@ -204,7 +198,7 @@ static void test_events(const syrah_device *d) {
       EXPECT_OK(syrah_queue_wait(q));
       REQUIRE_OK(syrah_user_event_create(other, &user));
       EXPECT_OK(syrah_queue_launch(q, f.set, &r, args, 2, (const syrah_event *const *)&user, 1, &k));
-      sleep_ms(50);
+      t_sleep_ms(50);
       EXPECT_OK(syrah_event_get_status(k, &st));
       EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE && st != SYRAH_EVENT_FAILED);
       EXPECT_OK(syrah_user_event_complete(user, failed != 0));

@@ -56,12 +56,6 @@ static long switches_of(const char *name, int *threads) {
   return total;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec t;
-  t.tv_sec = ms / 1000;
-  t.tv_nsec = (ms % 1000) * 1000000L;
-  nanosleep(&t, NULL);
-}
 
 static void test_device(const syrah_device *d) {
   enum { N = 1 << 20, GROUPS = 4096 };
@@ -114,9 +108,9 @@ static void test_device(const syrah_device *d) {
   if (back[0] != -7 || back[N - 1] != -7)
     T_FAIL("the copy behind the fault wrote the destination (%d, %d), expected it left at -7", back[0], back[N - 1]);
   /* The landing thread learns of the loss at its next look. */
-  sleep_ms(20);
+  t_sleep_ms(20);
   before = switches_of("syrah-landing", &threads);
-  sleep_ms(300);
+  t_sleep_ms(300);
   after = switches_of("syrah-landing", &threads);
   ++t_checks;
   if (threads != 1)

@@ -13,12 +13,6 @@ static const char *kSource =
 
 enum { N = 4096 };
 
-static void sleep_ms(long ms) {
-  struct timespec ts;
-  ts.tv_sec = ms / 1000;
-  ts.tv_nsec = (ms % 1000) * 1000000L;
-  nanosleep(&ts, NULL);
-}
 
 typedef struct {
   pthread_t submitter;
@@ -136,13 +130,13 @@ static void test_host_tasks(const syrah_device *d) {
   tasks[0].run = task_flag;
   s.flag = 0;
   EXPECT_OK(syrah_queue_submit_host_tasks(q, NULL, 0, tasks, 1, (const syrah_event *const *)&user, 1, &ev));
-  sleep_ms(50);
+  t_sleep_ms(50);
   EXPECT_EQ(s.flag, 0);
   EXPECT_OK(syrah_event_get_status(ev, &st));
   EXPECT_TRUE(st != SYRAH_EVENT_COMPLETE);
   EXPECT_OK(syrah_user_event_complete(user, false));
   /* It runs without anyone waiting on the queue. */
-  for (i = 0; i < 200 && !s.flag; ++i) sleep_ms(10);
+  for (i = 0; i < 200 && !s.flag; ++i) t_sleep_ms(10);
   EXPECT_EQ(s.flag, 1);
   EXPECT_OK(syrah_event_wait(ev));
   syrah_event_release(ev);
@@ -390,7 +384,7 @@ static syrah_status task_serial(const syrah_host_task_context *ctx, void *user) 
   if (s->next != t->index) ++s->out_of_order;
   s->next = t->index + 1;
   pthread_mutex_unlock(&s->lock);
-  sleep_ms(1);
+  t_sleep_ms(1);
   pthread_mutex_lock(&s->lock);
   s->running = 0;
   pthread_mutex_unlock(&s->lock);
@@ -435,7 +429,7 @@ static syrah_status task_nested_access(const syrah_host_task_context *ctx, void 
   syrah_host_accessor *ha = NULL;
   void *p = NULL;
   (void)ctx;
-  sleep_ms(300);
+  t_sleep_ms(300);
   n->got = syrah_buffer_host_access(n->a, SYRAH_ACCESS_READ, NULL, NULL, &ha, &p);
   if (n->got == SYRAH_SUCCESS) {
     n->first = *(int *)p;
@@ -501,7 +495,7 @@ static void test_nested_turns(const syrah_device *d) {
     T_FAIL("pthread_create");
     return;
   }
-  sleep_ms(100);
+  t_sleep_ms(100);
   acc[0] = t_whole(a, SYRAH_ACCESS_READ_WRITE);
   acc[1] = t_whole(b, SYRAH_ACCESS_READ_WRITE);
   args[0].kind = SYRAH_ARG_ACCESSOR;

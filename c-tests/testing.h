@@ -86,6 +86,16 @@ static int t_tracing = -1;
     }                                                                               \
   } while (0)
 
+#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 199309L
+/* Sleeps `ms` milliseconds (for tests that ask for POSIX first). */
+static inline void t_sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+#endif
+
 static inline void t_skip(const char *what, const char *why) {
   ++t_skips;
   printf("SKIP [%s] %s: %s\n", t_device, what, why);
