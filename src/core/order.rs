@@ -3,19 +3,28 @@
 
 /// For `n` items whose property `done` holds for a prefix (possibly
 /// empty) and for none after it, the number of items in that prefix,
-/// asking `done` as few times as it can: galloping from the first, then
-/// halving, about 2 + 2 log2(k) questions for a prefix of k (drivers
-/// charge microseconds per question). Also returns the index of an item
-/// known not to be done when there is one (the first after the prefix).
+/// asking `done` as few times as it can (drivers charge microseconds per
+/// question): the first (one question when it is not done), then the
+/// last (two when all are: the usual case once the device keeps up),
+/// then galloping from the first and halving, about 3 + 2 log2(k)
+/// questions for a prefix of k. Also returns the index of an item known
+/// not to be done when there is one (the first after the prefix).
 pub fn done_prefix(n: usize, mut done: impl FnMut(usize) -> bool) -> (usize, Option<usize>) {
     if n == 0 || !done(0) {
         return (0, (n > 0).then_some(0));
     }
-    // done(lo) held; done(hi), once set, did not.
     let last = n - 1;
+    if last == 0 || done(last) {
+        return (n, None);
+    }
+    // done(lo) held; done(hi), once set, did not (done(last) did not).
     let (mut lo, mut hi, mut step) = (0, None, 1);
     while lo < last {
         let probe = (lo + step).min(last);
+        if probe == last {
+            hi = Some(last);
+            break;
+        }
         if done(probe) {
             lo = probe;
             step *= 2;
@@ -58,8 +67,13 @@ mod tests {
                     }
                     None => assert_eq!(k, n, "every item done"),
                 }
-                // 1 for the first, the gallop and the halving.
-                let bound = 2 + 2 * (usize::BITS - k.max(1).leading_zeros()) as usize;
+                // The first, the last, the gallop and the halving; two
+                // when every item is done.
+                let bound = if k == n {
+                    2
+                } else {
+                    3 + 2 * (usize::BITS - k.max(1).leading_zeros()) as usize
+                };
                 assert!(
                     asked <= bound,
                     "n {n}, prefix {k}: {asked} questions, bound {bound}"
@@ -82,16 +96,29 @@ mod tests {
     }
 
     #[test]
-    fn a_finished_run_costs_a_logarithm() {
-        let mut asked = 0;
+    fn a_finished_run_costs_two_questions() {
+        let mut asked = Vec::new();
         assert_eq!(
-            done_prefix(1024, |_| {
-                asked += 1;
+            done_prefix(1024, |i| {
+                asked.push(i);
                 true
             }),
             (1024, None)
         );
-        // 0, then 1, 3, 7, ..., 511 and the last.
-        assert_eq!(asked, 11);
+        assert_eq!(asked, vec![0, 1023]);
+    }
+
+    #[test]
+    fn a_run_finished_but_for_its_last_costs_a_logarithm() {
+        let mut asked = 0;
+        assert_eq!(
+            done_prefix(1024, |i| {
+                asked += 1;
+                i < 1023
+            }),
+            (1023, Some(1023))
+        );
+        // 0 and 1023, then 1, 3, 7, ..., 511, then halving from 511 to 1023.
+        assert!(asked <= 3 + 2 * 10, "{asked} questions");
     }
 }

@@ -156,21 +156,31 @@ impl Queue {
     }
 
     pub(crate) fn drop_finished_front(&self, inf: &mut Inflight) {
-        let mut running: Option<SmallVec<[(u64, u64); 8]>> = None;
+        // Per lane asked about, the place from which its commands had not
+        // completed. Only the front's lane is asked about: while the
+        // oldest command runs, one question settles it, whatever the
+        // other lanes hold.
+        let mut running: SmallVec<[(u64, u64); 8]> = SmallVec::new();
         while let Some(front) = inf.entries.front() {
-            if front.event.lane_place().is_some() && !front.event.known_done() {
-                if running
-                    .as_ref()
-                    .is_some_and(|r| on_running_lane(&front.event, r))
-                {
-                    break;
+            if let Some((lane, _)) = front.event.lane_place() {
+                if !front.event.known_done() {
+                    if on_running_lane(&front.event, &running) {
+                        break;
+                    }
+                    // Past what was learned about its lane, or nothing
+                    // learned yet: learn about the lane's next window.
+                    running.retain(|&mut (l, _)| l != lane);
+                    running.extend(infer_completed(
+                        inf.entries
+                            .iter()
+                            .take(4 * INFER_WINDOW)
+                            .filter(|e| e.event.lane_place().is_some_and(|(l, _)| l == lane))
+                            .take(INFER_WINDOW),
+                    ));
+                    if !front.event.known_done() && on_running_lane(&front.event, &running) {
+                        break;
+                    }
                 }
-                // Past what was learned so far: learn about the next window.
-                let r = infer_completed(inf.entries.iter().take(INFER_WINDOW));
-                if !front.event.known_done() && on_running_lane(&front.event, &r) {
-                    break;
-                }
-                running = Some(r);
             }
             match front.event.outcome() {
                 Ok(Some(r)) => {
