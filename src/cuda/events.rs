@@ -16,10 +16,11 @@
 
 use super::callbacks::{send, started, Msg, Pending, Watched};
 use super::loader::{
-    api, check, take_last_failure, Api, CUcontext, CUevent, CUDA_ERROR_NOT_READY,
-    CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS, CU_EVENT_DISABLE_TIMING,
+    api, check, is_sticky, note_lost, take_last_failure, Api, CUcontext, CUevent, CUresult,
+    CUDA_ERROR_NOT_READY, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN, CUDA_SUCCESS,
+    CU_EVENT_DISABLE_TIMING,
 };
-use super::state::{host_ns, make_current, noted, Spares, Stream};
+use super::state::{host_ns, make_current, Spares, Stream};
 use crate::backend::{EndCallback, EventH, Stamp, COMPLETE, SUBMITTED};
 use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
@@ -271,7 +272,7 @@ impl Ev {
 
     /// Makes `stream` (current) wait for this, resolved, before what is
     /// enqueued next; whether that is a wait for a command of another
-    /// stream still running (see [`Stream::waits_elsewhere`]).
+    /// stream still running (see [`Stream::changes_host`]).
     pub fn wait_on(&self, api: &Api, stream: &Stream) -> Result<bool> {
         match &self.kind {
             Kind::Command {
@@ -424,6 +425,15 @@ impl Ev {
     }
 }
 
+/// `code`, the result of a wait on `stream`'s work that did not go
+/// through `check`: a context an error lost is remembered there too.
+fn noted(stream: &Stream, code: CUresult) -> CUresult {
+    if is_sticky(code) {
+        note_lost(stream.dev.ctx as usize);
+    }
+    code
+}
+
 /// The status of `ev` (see `backend::COMPLETE`).
 fn status_of(ev: &Ev) -> Result<i32> {
     if let Some(st) = ev.known_end() {
@@ -440,7 +450,7 @@ fn status_of(ev: &Ev) -> Result<i32> {
                     COMPLETE
                 }
                 CUDA_ERROR_NOT_READY => SUBMITTED,
-                code => failure(noted(stream.dev.ctx, code)),
+                code => failure(noted(stream, code)),
             })
         }
         Kind::User { done } => Ok(if done.load(Ordering::Acquire) {
@@ -479,7 +489,7 @@ pub fn wait(e: EventH) -> Result<i32> {
                     ev.ended_now();
                     0
                 }
-                code => failure(noted(stream.dev.ctx, code)),
+                code => failure(noted(stream, code)),
             })
         }
         Kind::User { .. } => Ok(0),

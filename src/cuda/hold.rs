@@ -70,7 +70,7 @@ impl Held for Job {
             done = body(api, s, &enq);
         }
         if elsewhere {
-            s.waits_elsewhere(seq);
+            s.changes_host(seq);
         }
         let Some(e) = ev else { return };
         if done.is_ok() {
@@ -226,7 +226,7 @@ fn run(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, cmd: impl Command) 
         });
     // Noted after the command itself: its own waits are its to check.
     if elsewhere {
-        s.waits_elsewhere(seq);
+        s.changes_host(seq);
     }
     done
 }

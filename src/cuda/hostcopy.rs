@@ -212,7 +212,7 @@ pub fn copy(
         is_pageable_as(api, src, small && host == HostEnd::Src),
     );
     if hd {
-        s.writes_host(enq.seq);
+        s.changes_host(enq.seq);
     }
     let may_read_now = !hd && hs && s.host_settled() && enq.waits_ended();
     if may_read_now && small {
@@ -311,7 +311,7 @@ pub fn copy_rect(
     }
     let (hd, hs) = (is_pageable(api, dst.base), is_pageable(api, src.base));
     if hd {
-        s.writes_host(seq);
+        s.changes_host(seq);
     }
     match (hd, hs) {
         (false, false) => device_rect(api, s, &dst, &src, region),

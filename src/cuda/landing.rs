@@ -18,7 +18,7 @@ use super::loader::{
     CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE, CU_STREAM_WAIT_VALUE_GEQ,
     CU_STREAM_WRITE_VALUE_DEFAULT,
 };
-use super::state::{noted, Stream};
+use super::state::Stream;
 use crate::core::error::Result;
 use parking_lot::{Condvar, Mutex};
 use std::ffi::c_void;
@@ -420,7 +420,7 @@ fn hand_over(api: &Api, ops: &StreamOps, s: &Stream, mut l: Landing) -> Result<b
         // then nothing lands: its own failure is the one reported.
         // SAFETY: a live stream.
         let synced = unsafe { (api.cuStreamSynchronize)(s.raw) };
-        check(api, noted(s.dev.ctx, synced), "cuStreamSynchronize")?;
+        check(api, synced, "cuStreamSynchronize")?;
         // SAFETY: the slot's word lies in a page that is never freed.
         let w = unsafe { &*(word as *const AtomicU32) };
         while !reached(w.load(Ordering::Acquire), want) {

@@ -12,8 +12,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use super::loader::{
-    api, check, is_sticky, note_lost, Api, CUcontext, CUevent, CUresult, CUstream, CUDA_SUCCESS,
-    CU_STREAM_NON_BLOCKING,
+    api, check, Api, CUcontext, CUevent, CUstream, CUDA_SUCCESS, CU_STREAM_NON_BLOCKING,
 };
 use crate::backend::QueueH;
 use crate::core::error::Result;
@@ -40,15 +39,6 @@ pub fn make_current(api: &Api, ctx: CUcontext) -> Result<()> {
     check(api, rc, "cuCtxSetCurrent")?;
     CURRENT.with(|c| c.set(ctx as usize));
     Ok(())
-}
-
-/// Notes `code`, the result of a call that waited for work of context
-/// `ctx`, and returns it: a context found lost is remembered.
-pub fn noted(ctx: CUcontext, code: CUresult) -> CUresult {
-    if is_sticky(code) {
-        note_lost(ctx as usize);
-    }
-    code
 }
 
 /// The nanoseconds since the process's first use of this clock: the
@@ -269,14 +259,10 @@ impl Stream {
         self.done.clone()
     }
 
-    /// Notes that command `seq` writes ordinary host memory.
-    pub fn writes_host(&self, seq: u64) {
-        self.host_changes.fetch_max(seq, Ordering::AcqRel);
-    }
-
-    /// Notes that command `seq` waits for a command of another stream:
-    /// until it has ended, work there may still change host memory.
-    pub fn waits_elsewhere(&self, seq: u64) {
+    /// Notes that ordinary host memory may change until command `seq`
+    /// has ended: it writes that memory, or waits for a command of
+    /// another stream (which may write it, or wait for one that does).
+    pub fn changes_host(&self, seq: u64) {
         self.host_changes.fetch_max(seq, Ordering::AcqRel);
     }
 
@@ -347,7 +333,7 @@ impl Stream {
         make_current(api, self.dev.ctx)?;
         // SAFETY: a live stream of the current context.
         let rc = unsafe { (api.cuStreamSynchronize)(self.raw) };
-        check(api, noted(self.dev.ctx, rc), "cuStreamSynchronize")?;
+        check(api, rc, "cuStreamSynchronize")?;
         // What was given to the stream before the wait has completed.
         self.passed(upto);
         Ok(())
