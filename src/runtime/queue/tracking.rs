@@ -162,24 +162,25 @@ impl Queue {
         // other lanes hold.
         let mut running: SmallVec<[(u64, u64); 8]> = SmallVec::new();
         while let Some(front) = inf.entries.front() {
-            if let Some((lane, _)) = front.event.lane_place() {
-                if !front.event.known_done() {
-                    if on_running_lane(&front.event, &running) {
-                        break;
-                    }
-                    // Past what was learned about its lane, or nothing
-                    // learned yet: learn about the lane's next window.
-                    running.retain(|&mut (l, _)| l != lane);
-                    running.extend(infer_completed(
-                        inf.entries
-                            .iter()
-                            .take(4 * INFER_WINDOW)
-                            .filter(|e| e.event.lane_place().is_some_and(|(l, _)| l == lane))
-                            .take(INFER_WINDOW),
-                    ));
-                    if !front.event.known_done() && on_running_lane(&front.event, &running) {
-                        break;
-                    }
+            let unknown = front
+                .event
+                .lane_place()
+                .filter(|_| !front.event.known_done());
+            if let Some((lane, _)) = unknown {
+                if on_running_lane(&front.event, &running) {
+                    break;
+                }
+                // Past what was learned about its lane, or nothing learned
+                // yet: learn about its commands in the next window.
+                running.retain(|&mut (l, _)| l != lane);
+                running.extend(infer_completed(
+                    inf.entries
+                        .iter()
+                        .take(INFER_WINDOW)
+                        .filter(|e| e.event.lane_place().is_some_and(|(l, _)| l == lane)),
+                ));
+                if !front.event.known_done() && on_running_lane(&front.event, &running) {
+                    break;
                 }
             }
             match front.event.outcome() {
