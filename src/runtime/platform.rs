@@ -90,6 +90,12 @@ pub struct Device {
     /// OpenCL; `SYRAH_HOST_READS=early` or `late` says so for any device):
     /// such a copy behind unfinished work waits for it on the host.
     pub reads_host_early: bool,
+    /// Whether each command is flushed as it is enqueued, so that it
+    /// starts. Not on NVIDIA's OpenCL, which starts every command as it is
+    /// enqueued (behind unflushed commands and user events too) and charges
+    /// about 1 µs per flush; nor on CUDA, where flushing does nothing.
+    /// `SYRAH_FLUSH=each` flushes each on every device.
+    pub flush_each: bool,
     /// The device (platform and device index) whose OpenCL compiler
     /// builds OpenCL C for this one, where its back end takes only
     /// binaries (the CUDA back end takes NVIDIA OpenCL's PTX).
@@ -278,6 +284,22 @@ fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform
     })
 }
 
+/// Whether `SYRAH_FLUSH=each` asks for every command to be flushed as it
+/// is enqueued, on every device (any other value is named on standard
+/// error once and ignored).
+fn flush_each_setting() -> bool {
+    static EACH: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *EACH.get_or_init(|| match std::env::var("SYRAH_FLUSH") {
+        Ok(v) if v == "each" => true,
+        Ok(v) if v.is_empty() || v == "auto" => false,
+        Ok(v) => {
+            eprintln!("syrah: SYRAH_FLUSH='{v}' is not 'each' or 'auto'; it is ignored");
+            false
+        }
+        Err(_) => false,
+    })
+}
+
 fn has_ext(list: &str, name: &str) -> bool {
     list.split_whitespace().any(|e| e == name)
 }
@@ -389,6 +411,7 @@ fn load_device(
         Ok("late") => false,
         _ => vendor.contains("NVIDIA"),
     };
+    let flush_each = flush_each_setting() || !vendor.contains("NVIDIA");
     let base_align = if vendor.contains("NVIDIA") {
         0
     } else {
@@ -430,6 +453,7 @@ fn load_device(
         usm,
         staging,
         reads_host_early,
+        flush_each,
         routes: Default::default(),
         compiler: None,
     })
@@ -562,6 +586,7 @@ fn cuda_device(
         staging: crate::core::staging::enabled(false, None).0,
         // The CUDA back end keeps copies with ordinary memory in order.
         reads_host_early: false,
+        flush_each: flush_each_setting(),
         routes: Default::default(),
         compiler: twin.map(|t| (t.platform_index, t.index)),
     }

@@ -308,9 +308,12 @@ impl ExecGraph {
                 }
             }
         }
+        let flush = q.device.flush_each;
         if !end.is_none() {
             // The graph's one lane starts.
-            driver.flush(self.lanes[0]);
+            if flush {
+                driver.flush(self.lanes[0]);
+            }
             return Ok((end, events.into_iter().flatten().collect()));
         }
         let mut wl: SmallVec<[EventH; 8]> = self
@@ -323,7 +326,7 @@ impl ExecGraph {
             wl.extend(ext_cl.iter().copied());
         }
         let marker = driver.enqueue_marker(self.lanes[0], &wl)?;
-        for &l in &self.lanes {
+        for &l in self.lanes.iter().filter(|_| flush) {
             // Every lane of the graph starts.
             driver.flush(l);
         }

@@ -290,8 +290,10 @@ impl Queue {
                         lane.quiet_deps.push(d);
                     }
                 }
-                // The command starts.
-                self.driver().flush(lane.handle);
+                // The command starts (where the driver needs telling).
+                if self.device.flush_each {
+                    self.driver().flush(lane.handle);
+                }
                 let pos = LanePos {
                     queue: self.me.clone(),
                     lane: lane.id,
@@ -532,8 +534,11 @@ impl Queue {
         // stands for them from now on.
         let (quiet_keep, quiet_deps) = lane.set_tail(&ev, blocking);
         ev.add_deps(quiet_deps);
-        // The command starts even if nobody waits on it.
-        self.driver().flush(lane.handle);
+        // The command starts even if nobody waits on it (where the driver
+        // needs telling).
+        if self.device.flush_each {
+            self.driver().flush(lane.handle);
+        }
         drop(lanes);
         if let Some((marker, kept)) = sealed_first {
             self.track(marker, kept);
