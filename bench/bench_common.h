@@ -221,6 +221,16 @@ static inline void raw_open(unsigned p, unsigned d, cl_command_queue_properties 
   CL_OK(err);
 }
 
+/* Whether the raw side flushes its commands so that they start: on every
+ * device but NVIDIA's OpenCL, which starts each command as it is enqueued,
+ * so that a careful programmer leaves the flush (about 1 µs there) out, as
+ * Syrah does. */
+static inline int raw_flushes(cl_device_id dev) {
+  char vendor[256] = "";
+  CL_OK(clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL));
+  return strstr(vendor, "NVIDIA") == NULL;
+}
+
 static inline void raw_close(raw_env *e) {
   CL_OK(clReleaseKernel(e->k));
   CL_OK(clReleaseProgram(e->prog));

@@ -99,10 +99,11 @@ static void run_raw(unsigned p, unsigned d, int ooo, result *r) {
   cl_uint **data = (cl_uint **)calloc((size_t)buffers, sizeof(cl_uint *));
   cl_uint init[ELEMS];
   size_t global = ELEMS;
-  int i, b, nq = ooo ? 1 : RAW_QUEUES;
+  int i, b, nq = ooo ? 1 : RAW_QUEUES, flush;
   double t0, t1;
   if (!mem || !ev || !last || !st || !en || !data) exit(1);
   raw_open(p, d, props, source, "spin", &e);
+  flush = raw_flushes(e.dev);
   ctx = e.ctx;
   k = e.k;
   q[0] = e.q;
@@ -127,7 +128,7 @@ static void run_raw(unsigned p, unsigned d, int ooo, result *r) {
     CL_OK(clSetKernelArg(k, 1, sizeof(int), &spin));
     CL_OK(clEnqueueNDRangeKernel(q[b % nq], k, 1, NULL, &global, NULL, last[b] ? 1 : 0, last[b] ? &last[b] : NULL,
                                  &ev[i]));
-    CL_OK(clFlush(q[b % nq]));
+    if (flush) CL_OK(clFlush(q[b % nq]));
     last[b] = ev[i];
   }
   t1 = now_us();
