@@ -145,6 +145,23 @@ impl Queue {
         sealed
     }
 
+    /// [`Queue::seal`] for lane `id` alone (nothing if it has no commands
+    /// without events): where one lane's commands need an event, the
+    /// other lanes need no marker.
+    fn seal_one(&self, id: u64) -> Result<()> {
+        let made = {
+            let mut lanes = self.lanes.lock();
+            match lanes.list.iter_mut().find(|l| l.id == id && l.quiet()) {
+                Some(lane) => Some(self.seal_lane(lane)?),
+                None => None,
+            }
+        };
+        if let Some((ev, keep)) = made {
+            self.track(ev, keep);
+        }
+        Ok(())
+    }
+
     /// Enqueues a marker standing for the commands without events of
     /// `lane`; returns it, to be tracked, with what they keep.
     pub(crate) fn seal_lane(&self, lane: &mut Lane) -> Result<(Arc<Event>, Keep)> {
@@ -174,7 +191,7 @@ impl Queue {
         if let Some(found) = find(&self.lanes.lock()) {
             return Ok(found);
         }
-        self.seal()?;
+        self.seal_one(lane)?;
         let lanes = self.lanes.lock();
         Ok(find(&lanes).unwrap_or_else(|| {
             let tail = lanes
