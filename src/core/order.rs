@@ -46,9 +46,106 @@ pub fn done_prefix(n: usize, mut done: impl FnMut(usize) -> bool) -> (usize, Opt
     (lo + 1, hi)
 }
 
+/// Hands `each` the items of `items` that share a lane, lane by lane in
+/// the order the lanes first appear: the lane and its items in place order
+/// (`place` of an item). Commands are listed as they were submitted, so a
+/// lane's places nearly always ascend already: they are sorted only where
+/// they do not, and the list is walked once per lane instead of sorted
+/// whole.
+pub fn for_each_lane<T: Copy>(
+    items: &[T],
+    lane: impl Fn(&T) -> u64,
+    place: impl Fn(&T) -> u64,
+    mut each: impl FnMut(u64, &[T]),
+) {
+    let mut lanes: smallvec::SmallVec<[u64; 8]> = smallvec::SmallVec::new();
+    for it in items {
+        let l = lane(it);
+        if !lanes.contains(&l) {
+            lanes.push(l);
+        }
+    }
+    let mut same: smallvec::SmallVec<[T; 64]> = smallvec::SmallVec::new();
+    for l in lanes {
+        same.clear();
+        same.extend(items.iter().copied().filter(|it| lane(it) == l));
+        if !same.is_sorted_by_key(&place) {
+            same.sort_unstable_by_key(&place);
+        }
+        each(l, &same);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn groups(items: &[(u64, u64)]) -> Vec<(u64, Vec<(u64, u64)>)> {
+        let mut out = Vec::new();
+        for_each_lane(items, |x| x.0, |x| x.1, |l, g| out.push((l, g.to_vec())));
+        out
+    }
+
+    #[test]
+    fn groups_lanes_in_order_of_first_appearance() {
+        let items = [(7, 1), (3, 1), (7, 2), (9, 5), (3, 2), (7, 3)];
+        assert_eq!(
+            groups(&items),
+            vec![
+                (7, vec![(7, 1), (7, 2), (7, 3)]),
+                (3, vec![(3, 1), (3, 2)]),
+                (9, vec![(9, 5)]),
+            ]
+        );
+        assert!(groups(&[]).is_empty());
+    }
+
+    #[test]
+    fn sorts_a_lane_listed_out_of_place_order() {
+        // Two threads may record a lane's commands the other way round.
+        let items = [(1, 5), (2, 1), (1, 4), (1, 6), (2, 0)];
+        assert_eq!(
+            groups(&items),
+            vec![(1, vec![(1, 4), (1, 5), (1, 6)]), (2, vec![(2, 0), (2, 1)])]
+        );
+    }
+
+    #[test]
+    fn matches_a_full_sort_on_random_lists() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for round in 0..500 {
+            let len = next(300) as usize;
+            let lanes = 1 + next(12);
+            let mut items: Vec<(u64, u64)> = Vec::new();
+            let mut seq = vec![0u64; lanes as usize];
+            for _ in 0..len {
+                let l = next(lanes);
+                seq[l as usize] += 1 + next(3);
+                items.push((l, seq[l as usize]));
+            }
+            // Now and then two neighbours recorded the other way round.
+            if round % 3 == 0 && items.len() > 1 {
+                let i = next(items.len() as u64 - 1) as usize;
+                items.swap(i, i + 1);
+            }
+            let mut sorted = items.clone();
+            sorted.sort_unstable();
+            let mut flat: Vec<(u64, u64)> =
+                groups(&items).into_iter().flat_map(|(_, g)| g).collect();
+            flat.sort_by_key(|x| x.0);
+            assert_eq!(flat, sorted, "round {round}");
+            for (l, g) in groups(&items) {
+                assert!(g.iter().all(|x| x.0 == l));
+                assert!(g.windows(2).all(|w| w[0].1 <= w[1].1), "round {round}");
+            }
+        }
+    }
 
     #[test]
     fn finds_every_prefix_with_few_questions() {

@@ -38,20 +38,25 @@ pub(crate) fn infer_completed<'a>(
 ) -> SmallVec<[(u64, u64); 8]> {
     // On the stack for the front window: a list this long on the heap
     // would be a large chunk of the C allocator, costly to ask for.
-    let mut on: SmallVec<[(u64, u64, &Arc<Event>); INFER_WINDOW]> = entries
+    let on: SmallVec<[(u64, u64, &Arc<Event>); INFER_WINDOW]> = entries
         .map(|e| &e.event)
         .filter(|ev| !ev.known_done())
         .filter_map(|ev| ev.lane_place().map(|(lane, seq)| (lane, seq, ev)))
         .collect();
-    on.sort_unstable_by_key(|&(lane, seq, _)| (lane, seq));
     let mut from = SmallVec::new();
-    for same in on.chunk_by(|x, y| x.0 == y.0) {
-        let (done, not) = crate::core::order::done_prefix(same.len(), |i| same[i].2.completed_ok());
-        for (_, _, ev) in &same[..done] {
-            ev.mark_completed();
-        }
-        from.push((same[0].0, not.map_or(u64::MAX, |i| same[i].1)));
-    }
+    crate::core::order::for_each_lane(
+        &on,
+        |x| x.0,
+        |x| x.1,
+        |lane, same| {
+            let (done, not) =
+                crate::core::order::done_prefix(same.len(), |i| same[i].2.completed_ok());
+            for (_, _, ev) in &same[..done] {
+                ev.mark_completed();
+            }
+            from.push((lane, not.map_or(u64::MAX, |i| same[i].1)));
+        },
+    );
     from
 }
 
