@@ -82,6 +82,13 @@ impl Queue {
         waits: &mut Deps,
         mut on_lanes: Option<&mut LanePositions>,
     ) -> Result<SmallVec<[Prepared; 4]>> {
+        let mut done: SmallVec<[Prepared; 4]> = SmallVec::with_capacity(reqs.len());
+        // One accessor (most launches): its storage's turn alone.
+        if let [r] = reqs {
+            let turn = r.buffer.owner.storage.take_turn();
+            done.push(self.prepare_one(r, Some(turn), waits, on_lanes)?);
+            return Ok(done);
+        }
         // Storages are locked one at a time in id order; each accessor's
         // work is done under its storage's lock.
         let mut order: SmallVec<[usize; 8]> = SmallVec::new();
@@ -89,10 +96,9 @@ impl Queue {
             order.push(i);
         }
         order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
-        // Already in storage order (one accessor, say): prepared in place;
-        // otherwise in slots, put back in the accessors' order at the end.
+        // Already in storage order: prepared in place; otherwise in slots,
+        // put back in the accessors' order at the end.
         let in_order = order.iter().enumerate().all(|(k, &i)| k == i);
-        let mut done: SmallVec<[Prepared; 4]> = SmallVec::with_capacity(reqs.len());
         let mut slots: SmallVec<[Option<Prepared>; 4]> = if in_order {
             SmallVec::new()
         } else {
@@ -102,61 +108,10 @@ impl Queue {
         let mut last_id = 0;
         for i in order {
             let r = &reqs[i];
-            let s = r.buffer.owner.storage.clone();
-            let pages = r.buffer.pages_of(r.offset, r.range)?;
-            let turn = if s.id != last_id { turns.next() } else { None };
-            last_id = s.id;
-            let mut st = s.state.lock();
-            prune_if(&mut st, false);
-            let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
-            let mut gate_err = None;
-            let mut loose = false;
-            st.tracker
-                .for_each_conflict(&pages, r.mode.writes(), alloc, |t| match t {
-                    Token::Cmd(e) => waits.push(e.clone()),
-                    // This in-order queue runs the command after it anyway.
-                    Token::Lane(p) if p.orders(self) => {}
-                    Token::Lane(p) if p.is_of(self) && on_lanes.is_some() => {
-                        if let Some(l) = on_lanes.as_deref_mut() {
-                            l.push(p.clone());
-                        }
-                    }
-                    _ => match t.event(&self.ctx, &mut loose) {
-                        Ok(e) => waits.extend(e),
-                        Err(e) => gate_err = Some(e),
-                    },
-                });
-            st.eventful |= loose;
-            if let Some(e) = gate_err {
-                return Err(e);
-            }
-            if st.has_data && !pages::all_set(&s.geom, &st.bits[alloc], &pages) {
-                for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
-                    waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
-                }
-            }
-            let off = r.buffer.view.byte_offset(r.offset);
-            let base = st.devs[alloc - 1].ptr;
-            let window =
-                if base == 0 && window::needs_staging(off, st.devs[alloc - 1].device.base_align) {
-                    Window::of(&r.buffer.view, r.offset, r.range).map(Box::new)
-                } else {
-                    None
-                };
-            let eventful = st.eventful;
-            drop(st);
-            let p = Prepared {
-                eventful,
-                storage: s,
-                pages,
-                write: r.mode.writes(),
-                alloc,
-                ptr: if base != 0 { base + off } else { 0 },
-                offset: off,
-                window,
-                needs_data: r.mode.needs_data(),
-                _turn: turn,
-            };
+            let id = r.buffer.owner.storage.id;
+            let turn = if id != last_id { turns.next() } else { None };
+            last_id = id;
+            let p = self.prepare_one(r, turn, waits, on_lanes.as_deref_mut())?;
             if in_order {
                 done.push(p);
             } else {
@@ -167,6 +122,70 @@ impl Queue {
             done.extend(slots.into_iter().flatten());
         }
         Ok(done)
+    }
+
+    /// Prepares one accessor (see [`Queue::prepare_accesses_at`]), its
+    /// storage's turn taken (`turn`: by the first accessor of the storage).
+    fn prepare_one(
+        &self,
+        r: &AccessReq<'_>,
+        turn: Option<Turn>,
+        waits: &mut Deps,
+        mut on_lanes: Option<&mut LanePositions>,
+    ) -> Result<Prepared> {
+        let s = r.buffer.owner.storage.clone();
+        let pages = r.buffer.pages_of(r.offset, r.range)?;
+        let mut st = s.state.lock();
+        prune_if(&mut st, false);
+        let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
+        let mut gate_err = None;
+        let mut loose = false;
+        st.tracker
+            .for_each_conflict(&pages, r.mode.writes(), alloc, |t| match t {
+                Token::Cmd(e) => waits.push(e.clone()),
+                // This in-order queue runs the command after it anyway.
+                Token::Lane(p) if p.orders(self) => {}
+                Token::Lane(p) if p.is_of(self) && on_lanes.is_some() => {
+                    if let Some(l) = on_lanes.as_deref_mut() {
+                        l.push(p.clone());
+                    }
+                }
+                _ => match t.event(&self.ctx, &mut loose) {
+                    Ok(e) => waits.extend(e),
+                    Err(e) => gate_err = Some(e),
+                },
+            });
+        st.eventful |= loose;
+        if let Some(e) = gate_err {
+            return Err(e);
+        }
+        if st.has_data && !pages::all_set(&s.geom, &st.bits[alloc], &pages) {
+            for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
+                waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
+            }
+        }
+        let off = r.buffer.view.byte_offset(r.offset);
+        let base = st.devs[alloc - 1].ptr;
+        let window =
+            if base == 0 && window::needs_staging(off, st.devs[alloc - 1].device.base_align) {
+                Window::of(&r.buffer.view, r.offset, r.range).map(Box::new)
+            } else {
+                None
+            };
+        let eventful = st.eventful;
+        drop(st);
+        Ok(Prepared {
+            eventful,
+            storage: s,
+            pages,
+            write: r.mode.writes(),
+            alloc,
+            ptr: if base != 0 { base + off } else { 0 },
+            offset: off,
+            window,
+            needs_data: r.mode.needs_data(),
+            _turn: turn,
+        })
     }
 
     /// Records a command that used prepared accessors.
