@@ -94,7 +94,7 @@ pub struct Device {
     /// starts. Not on NVIDIA's OpenCL, which starts every command as it is
     /// enqueued (behind unflushed commands and user events too) and charges
     /// about 1 µs per flush; nor on CUDA, where flushing does nothing.
-    /// `SYRAH_FLUSH=each` flushes each on every device.
+    /// `SYRAH_FLUSH=each` flushes each on every OpenCL device.
     pub flush_each: bool,
     /// The device (platform and device index) whose OpenCL compiler
     /// builds OpenCL C for this one, where its back end takes only
@@ -586,7 +586,8 @@ fn cuda_device(
         staging: crate::core::staging::enabled(false, None).0,
         // The CUDA back end keeps copies with ordinary memory in order.
         reads_host_early: false,
-        flush_each: flush_each_setting(),
+        // A CUDA stream has nothing to flush.
+        flush_each: false,
         routes: Default::default(),
         compiler: twin.map(|t| (t.platform_index, t.index)),
     }

@@ -308,12 +308,9 @@ impl ExecGraph {
                 }
             }
         }
-        let flush = q.device.flush_each;
         if !end.is_none() {
             // The graph's one lane starts.
-            if flush {
-                driver.flush(self.lanes[0]);
-            }
+            q.start(self.lanes[0]);
             return Ok((end, events.into_iter().flatten().collect()));
         }
         let mut wl: SmallVec<[EventH; 8]> = self
@@ -326,9 +323,9 @@ impl ExecGraph {
             wl.extend(ext_cl.iter().copied());
         }
         let marker = driver.enqueue_marker(self.lanes[0], &wl)?;
-        for &l in self.lanes.iter().filter(|_| flush) {
+        for &l in &self.lanes {
             // Every lane of the graph starts.
-            driver.flush(l);
+            q.start(l);
         }
         Ok((marker, events.into_iter().flatten().collect()))
     }

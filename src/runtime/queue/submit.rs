@@ -145,6 +145,14 @@ impl Queue {
         sealed
     }
 
+    /// Makes the commands enqueued on `lane` start: a flush, where the
+    /// device needs one (see `Device::flush_each`).
+    pub(crate) fn start(&self, lane: QueueH) {
+        if self.device.flush_each {
+            self.driver().flush(lane);
+        }
+    }
+
     /// [`Queue::seal`] for lane `id` alone (nothing if it has no commands
     /// without events): where one lane's commands need an event, the
     /// other lanes need no marker.
@@ -307,10 +315,7 @@ impl Queue {
                         lane.quiet_deps.push(d);
                     }
                 }
-                // The command starts (where the driver needs telling).
-                if self.device.flush_each {
-                    self.driver().flush(lane.handle);
-                }
+                self.start(lane.handle);
                 let pos = LanePos {
                     queue: self.me.clone(),
                     lane: lane.id,
@@ -551,11 +556,8 @@ impl Queue {
         // stands for them from now on.
         let (quiet_keep, quiet_deps) = lane.set_tail(&ev, blocking);
         ev.add_deps(quiet_deps);
-        // The command starts even if nobody waits on it (where the driver
-        // needs telling).
-        if self.device.flush_each {
-            self.driver().flush(lane.handle);
-        }
+        // The command starts even if nobody waits on it.
+        self.start(lane.handle);
         drop(lanes);
         if let Some((marker, kept)) = sealed_first {
             self.track(marker, kept);
