@@ -82,10 +82,8 @@ fn watch_loop() {
     let mut ready: Vec<Arc<Once>> = Vec::new();
     let mut looked: Vec<(Arc<Event>, Arc<Once>)> = Vec::with_capacity(PER_LOOK);
     let mut waiting: Vec<(Arc<Event>, Arc<Once>)> = Vec::with_capacity(PER_LOOK);
-    // Long ago: no quick looks until a watched command ends.
-    let mut last_end = Instant::now()
-        .checked_sub(BUSY)
-        .unwrap_or_else(Instant::now);
+    // When a watched command was last seen ended.
+    let mut last_end: Option<Instant> = None;
     loop {
         {
             let mut pending = WATCHED.pending.lock();
@@ -115,20 +113,20 @@ fn watch_loop() {
             }
         }
         if !ready.is_empty() {
-            last_end = Instant::now();
+            last_end = Some(Instant::now());
         }
         for once in ready.drain(..) {
             once.run();
         }
         let looked_at = Instant::now();
         while looked_at.elapsed() < POLL {
-            if last_end.elapsed() >= BUSY {
+            if last_end.is_none_or(|t| t.elapsed() >= BUSY) {
                 std::thread::sleep(POLL.saturating_sub(looked_at.elapsed()));
                 break;
             }
             std::thread::sleep(QUICK);
             if look_at_oldest() {
-                last_end = Instant::now();
+                last_end = Some(Instant::now());
             }
         }
     }
