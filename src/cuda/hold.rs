@@ -55,10 +55,7 @@ impl Held for Job {
         let Job { waits, ev, body } = *self;
         take_last_failure();
         let mut elsewhere = false;
-        let mut done = waits.iter().try_for_each(|w| {
-            elsewhere |= w.wait_on(api, s)?;
-            Ok(())
-        });
+        let mut done = wait_all(api, s, waits.iter().map(|w| &**w), &mut elsewhere);
         if let (Ok(()), Some(e)) = (&done, &ev) {
             done = e.start(api, s);
         }
@@ -80,6 +77,21 @@ impl Held for Job {
             e.fail(events::failure_of(&err), woken);
         }
     }
+}
+
+/// Makes `s` (current) wait for each of `waits`; `elsewhere` is set where
+/// one is a command of another stream still running, also when a later
+/// wait fails (the earlier ones are enqueued).
+fn wait_all<'a>(
+    api: &Api,
+    s: &Stream,
+    waits: impl IntoIterator<Item = &'a Ev>,
+    elsewhere: &mut bool,
+) -> Result<()> {
+    for w in waits {
+        *elsewhere |= w.wait_on(api, s)?;
+    }
+    Ok(())
 }
 
 /// Whether a command after `waits` must be held on `s` (its tail held).
@@ -203,13 +215,8 @@ fn run(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, cmd: impl Command) 
     tail.count += 1;
     let seq = tail.count;
     let mut elsewhere = false;
-    let done = waits
-        .iter()
-        .try_for_each(|w| {
-            elsewhere |= events::of(*w).wait_on(api, s)?;
-            Ok(())
-        })
-        .and_then(|()| {
+    let done =
+        wait_all(api, s, waits.iter().map(|w| events::of(*w)), &mut elsewhere).and_then(|()| {
             let enq = Enq {
                 seq,
                 waits: Waits::Direct(waits),
