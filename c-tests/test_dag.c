@@ -2,8 +2,9 @@
  * fixed sequence of seven groups that once ran a group before the group
  * whose output it reads, then a seeded randomised checker (windows, every
  * access mode, host accessors between groups, queues in order and out of
- * order, one device and every pair of devices) that compares every buffer
- * with the model.
+ * order, one device and every pair of devices, host-task groups, and
+ * groups held back by user events completed a few groups later) that
+ * compares every buffer with the model.
  *
  *   test_dag          the fixed sequence and a brief random run per setting
  *   test_dag stress   random runs with new seeds for SYRAH_STRESS_SECONDS
@@ -75,9 +76,10 @@ static syrah_accessor acc(syrah_buffer *b, syrah_access_mode m, size_t off, size
 }
 
 /* One group: d[od..] op= a[oa..], b[ob..] over len elements. */
-static syrah_status submit_step(syrah_queue *q, syrah_kernel *k, syrah_buffer *a, size_t oa,
-                                syrah_buffer *b, size_t ob, syrah_buffer *d, size_t od,
-                                size_t len, uint32_t salt, uint32_t mode, syrah_event **ev) {
+static syrah_status submit_step_after(syrah_queue *q, syrah_kernel *k, syrah_buffer *a,
+                                      size_t oa, syrah_buffer *b, size_t ob, syrah_buffer *d,
+                                      size_t od, size_t len, uint32_t salt, uint32_t mode,
+                                      const syrah_event *after, syrah_event **ev) {
   syrah_accessor accs[3];
   syrah_kernel_arg args[6];
   /* One launch shape for every group: PoCL builds a kernel once per
@@ -99,13 +101,61 @@ static syrah_status submit_step(syrah_queue *q, syrah_kernel *k, syrah_buffer *a
   args[3] = syrah_arg_value(&salt, sizeof salt);
   args[4] = syrah_arg_value(&mode, sizeof mode);
   args[5] = syrah_arg_value(&n, sizeof n);
-  return syrah_queue_submit_kernel(q, k, &r, accs, 3, args, 6, NULL, 0, ev);
+  return syrah_queue_submit_kernel(q, k, &r, accs, 3, args, 6, after ? &after : NULL,
+                                   after ? 1 : 0, ev);
+}
+
+static syrah_status submit_step(syrah_queue *q, syrah_kernel *k, syrah_buffer *a, size_t oa,
+                                syrah_buffer *b, size_t ob, syrah_buffer *d, size_t od,
+                                size_t len, uint32_t salt, uint32_t mode, syrah_event **ev) {
+  return submit_step_after(q, k, a, oa, b, ob, d, od, len, salt, mode, NULL, ev);
 }
 
 static void model_apply(uint32_t *a, size_t oa, uint32_t *b, size_t ob, uint32_t *d, size_t od,
                         size_t len, uint32_t salt, uint32_t mode) {
   size_t i;
   for (i = 0; i < len; ++i) d[od + i] = model_step(d[od + i], a[oa + i], b[ob + i], salt, mode, i);
+}
+
+/* A host-task group: d[od..] = d * 11 + a[oa..] over len elements. */
+typedef struct {
+  size_t len;
+  uint32_t salt;
+} host_step;
+
+static syrah_status run_host_step(const syrah_host_task_context *c, void *user) {
+  const host_step *h = (const host_step *)user;
+  uint32_t *a = NULL, *d = NULL;
+  size_t i;
+  syrah_status st = syrah_host_task_get_pointer(c, 0, (void **)&a);
+  if (st == SYRAH_SUCCESS) st = syrah_host_task_get_pointer(c, 1, (void **)&d);
+  if (st != SYRAH_SUCCESS) return st;
+  for (i = 0; i < h->len; ++i) d[i] = d[i] * 11u + a[i] + h->salt;
+  return SYRAH_SUCCESS;
+}
+
+static void model_host_step(const uint32_t *a, size_t oa, uint32_t *d, size_t od, size_t len,
+                            uint32_t salt) {
+  size_t i;
+  for (i = 0; i < len; ++i) d[od + i] = d[od + i] * 11u + a[oa + i] + salt;
+}
+
+#define MAX_GATES 4
+
+/* User events that hold groups back until a few groups later. */
+typedef struct {
+  syrah_event *ev[MAX_GATES];
+  int n;
+} gates;
+
+/* Completes every open gate (before anything that waits for work). */
+static void open_gates(gates *gt) {
+  int i;
+  for (i = 0; i < gt->n; ++i) {
+    EXPECT_OK(syrah_user_event_complete(gt->ev[i], false));
+    syrah_event_release(gt->ev[i]);
+  }
+  gt->n = 0;
 }
 
 /* Compares `n` elements of `got` with `want`; reports the first few. */
@@ -246,6 +296,9 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
   size_t i;
   char what[512];
   static const size_t pages[4] = {64, 512, 1000, N};
+  static host_step steps[1 << 12];
+  gates gt;
+  gt.n = 0;
   rng_state = t_seed_state(seed);
   for (j = 0; j < nb; ++j) {
     syrah_buffer_desc bd;
@@ -265,6 +318,7 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
   for (g = 0; g < groups && ok; ++g) {
     int qi = (int)below((size_t)s->nq);
     uint32_t roll = rnd() % 100;
+    if (roll < 13 || gt.n == MAX_GATES) open_gates(&gt);
     if (roll < 8) {
       /* A host accessor between groups. */
       int bi = (int)below((size_t)nb), hm = (int)below(4);
@@ -320,6 +374,33 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       ok &= compare(what, got, model[bi] + off, off, len);
       continue;
     }
+    if (roll < 16) {
+      /* A host-task group reading one window and updating another. */
+      int ai = (int)below((size_t)nb), di;
+      size_t len = 1 + below(N / 4), oa = below(N - len + 1), od = below(N - len + 1);
+      syrah_accessor accs[2];
+      syrah_host_task task;
+      host_step *h = &steps[g % (1 << 12)];
+      do di = (int)below((size_t)nb);
+      while (di == ai);
+      h->len = len;
+      h->salt = 7000u + (uint32_t)g;
+      accs[0] = acc(b[ai], SYRAH_ACCESS_READ, oa, len);
+      accs[1] = acc(b[di], SYRAH_ACCESS_READ_WRITE, od, len);
+      task.run = run_host_step;
+      task.user_data = h;
+      task.release = NULL;
+      if (syrah_queue_submit_host_tasks(s->q[qi], accs, 2, &task, 1, NULL, 0, NULL) !=
+          SYRAH_SUCCESS) {
+        T_FAIL("%s seed %llu group %d: host task: %s", s->name, (unsigned long long)seed, g,
+               syrah_last_error_message());
+        ok = 0;
+        break;
+      }
+      ++t_checks;
+      model_host_step(model[ai], oa, model[di], od, len, h->salt);
+      continue;
+    }
     {
       int ai = (int)below((size_t)nb), bi = (int)below((size_t)nb), di;
       uint32_t mode = (uint32_t)below(4), salt = 1000u + (uint32_t)g;
@@ -333,8 +414,18 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       oa = below(N - len + 1);
       ob = below(N - len + 1);
       od = below(N - len + 1);
-      st = submit_step(s->q[qi], s->k[qi], b[ai], oa, b[bi], ob, b[di], od, len, salt, mode,
-                       rnd() % 5 == 0 ? &ev : NULL);
+      if (roll < 22) {
+        /* Held back by a user event of the queue's context, completed a
+         * few groups later. */
+        syrah_context *c = NULL;
+        syrah_event *gate = NULL;
+        EXPECT_OK(syrah_queue_get_context(s->q[qi], &c));
+        if (c && syrah_user_event_create(c, &gate) == SYRAH_SUCCESS) gt.ev[gt.n++] = gate;
+        if (c) syrah_context_release(c);
+      }
+      st = submit_step_after(s->q[qi], s->k[qi], b[ai], oa, b[bi], ob, b[di], od, len, salt,
+                             mode, roll < 22 && gt.n ? gt.ev[gt.n - 1] : NULL,
+                             rnd() % 5 == 0 ? &ev : NULL);
       if (st != SYRAH_SUCCESS) {
         T_FAIL("%s seed %llu group %d: %s", s->name, (unsigned long long)seed, g,
                syrah_last_error_message());
@@ -344,11 +435,15 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       ++t_checks;
       model_apply(model[ai], oa, model[bi], ob, model[di], od, len, salt, mode);
       if (ev) {
-        if (rnd() % 4 == 0) EXPECT_OK(syrah_event_wait(ev));
+        if (rnd() % 4 == 0) {
+          open_gates(&gt);
+          EXPECT_OK(syrah_event_wait(ev));
+        }
         syrah_event_release(ev);
       }
     }
   }
+  open_gates(&gt);
   for (j = 0; j < nb; ++j) {
     syrah_host_accessor *ha = NULL;
     uint32_t *p = NULL;
