@@ -109,8 +109,6 @@ pub struct CommandBuffers {
     pub clCreateCommandBufferKHR: Create,
     pub clFinalizeCommandBufferKHR: OneBuffer,
     pub clReleaseCommandBufferKHR: OneBuffer,
-    /// Keeps a command-buffer whose enqueue is held (see `hold.rs`).
-    pub clRetainCommandBufferKHR: Option<OneBuffer>,
     pub clEnqueueCommandBufferKHR: Enqueue,
     pub clCommandNDRangeKernelKHR: NdRange,
     /// `cl_khr_command_buffer_mutable_dispatch`'s update, where the
@@ -125,7 +123,6 @@ impl CommandBuffers {
             clCreateCommandBufferKHR: resolve_ext!(api, p, clCreateCommandBufferKHR: Create)?,
             clFinalizeCommandBufferKHR: resolve_ext!(api, p, clFinalizeCommandBufferKHR: OneBuffer)?,
             clReleaseCommandBufferKHR: resolve_ext!(api, p, clReleaseCommandBufferKHR: OneBuffer)?,
-            clRetainCommandBufferKHR: resolve_ext!(api, p, clRetainCommandBufferKHR: OneBuffer),
             clEnqueueCommandBufferKHR: resolve_ext!(api, p, clEnqueueCommandBufferKHR: Enqueue)?,
             clCommandNDRangeKernelKHR: resolve_ext!(api, p, clCommandNDRangeKernelKHR: NdRange)?,
             clUpdateMutableCommandsKHR: resolve_ext!(api, p, clUpdateMutableCommandsKHR: UpdateFn),

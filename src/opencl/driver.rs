@@ -6,9 +6,7 @@
 
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::commands;
 use super::ffi::*;
-use super::hold;
 use super::info;
 use super::intel::IntelUsm;
 use super::loader::{api, check, cl_error_name};
@@ -73,12 +71,6 @@ impl Driver for OpenCl {
         if e.is_none() {
             return;
         }
-        if hold::is_proxy(e) {
-            // SAFETY: the caller owns one reference to the stand-in.
-            unsafe { hold::release(e) };
-            return;
-        }
-        hold::user_released(e);
         if let Ok(api) = api() {
             // SAFETY: the caller owns one reference to the event.
             unsafe { (api.clReleaseEvent)(cl_event_of(e)) };
@@ -86,30 +78,12 @@ impl Driver for OpenCl {
     }
 
     fn event_status(&self, e: EventH) -> Result<i32> {
-        let cl = if hold::is_proxy(e) {
-            // SAFETY: the caller's live event.
-            match unsafe { hold::proxy(e) }.now() {
-                hold::Now::Real(r) => r,
-                hold::Now::Failed(code) => return Ok(code),
-                hold::Now::Held => return Ok(CL_QUEUED),
-            }
-        } else {
-            cl_event_of(e)
-        };
-        info::event_scalar::<cl_int>(api()?, cl, CL_EVENT_COMMAND_EXECUTION_STATUS)
+        info::event_scalar::<cl_int>(api()?, cl_event_of(e), CL_EVENT_COMMAND_EXECUTION_STATUS)
     }
 
     fn wait_event(&self, e: EventH) -> Result<i32> {
         let api = api()?;
-        let cl = if hold::is_proxy(e) {
-            // SAFETY: the caller's live event.
-            match unsafe { hold::wait_enqueued(e) } {
-                hold::Now::Real(r) => r,
-                _ => return Ok(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST),
-            }
-        } else {
-            cl_event_of(e)
-        };
+        let cl = cl_event_of(e);
         // SAFETY: waiting on one live event.
         Ok(unsafe { (api.clWaitForEvents)(1, &cl) })
     }
@@ -122,7 +96,6 @@ impl Driver for OpenCl {
         if cl.is_null() || err != CL_SUCCESS {
             return Err(Error::opencl(err, "clCreateUserEvent"));
         }
-        hold::user_made(event_h(cl));
         Ok(event_h(cl))
     }
 
@@ -130,17 +103,10 @@ impl Driver for OpenCl {
         let api = api()?;
         // SAFETY: `e` is a user event made by clCreateUserEvent.
         let rc = unsafe { (api.clSetUserEventStatus)(cl_event_of(e), CL_COMPLETE) };
-        check(rc, "clSetUserEventStatus")?;
-        // What was held for it goes now, from this thread.
-        hold::user_completed(e);
-        Ok(())
+        check(rc, "clSetUserEventStatus")
     }
 
     fn on_end(&self, e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
-        if hold::is_proxy(e) {
-            // SAFETY: the caller's live event.
-            return unsafe { hold::on_end(e, f, user) };
-        }
         let api = api()?;
         // SAFETY: OpenCL's callback takes the event, its status and the
         // user data: pointer arguments of the same layout as the seam's.
@@ -161,16 +127,7 @@ impl Driver for OpenCl {
             Stamp::Started => CL_PROFILING_COMMAND_START,
             Stamp::Ended => CL_PROFILING_COMMAND_END,
         };
-        let cl = if hold::is_proxy(e) {
-            // SAFETY: the caller's live event.
-            match unsafe { hold::proxy(e) }.now() {
-                hold::Now::Real(r) => r,
-                _ => return Err(hold::not_enqueued("a command's time")),
-            }
-        } else {
-            cl_event_of(e)
-        };
-        info::profiling(api()?, cl, param)
+        info::profiling(api()?, cl_event_of(e), param)
     }
 
     fn records(&self) -> bool {
@@ -196,14 +153,20 @@ impl Driver for OpenCl {
     fn enqueue_recorded(
         &self,
         r: RecordH,
-        q: QueueH,
+        _q: QueueH,
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<bool> {
-        let Some(fns) = self.cmdbuf else {
+        let Some(fns) = &self.cmdbuf else {
             return Ok(false);
         };
-        super::record::submit(fns, r, q, waits, ev)
+        let mut own = EventH::NONE;
+        let quiet = ev.is_none();
+        let done = super::record::enqueue(fns, r, waits, ev.unwrap_or(&mut own));
+        if quiet {
+            self.release_event(own);
+        }
+        done
     }
 
     fn update_recorded(&self, r: RecordH, c: CommandH, index: u32, arg: ArgSet<'_>) -> bool {
@@ -290,7 +253,6 @@ impl Driver for OpenCl {
     }
 
     fn flush(&self, q: QueueH) {
-        // Held commands are flushed when they are enqueued.
         if let Ok(api) = api() {
             // SAFETY: flushing a live queue.
             unsafe { (api.clFlush)(cl_queue_of(q)) };
@@ -298,22 +260,27 @@ impl Driver for OpenCl {
     }
 
     fn finish(&self, q: QueueH) -> Result<()> {
-        hold::drain(q);
         let api = api()?;
         // SAFETY: a live queue.
         check(unsafe { (api.clFinish)(cl_queue_of(q)) }, "clFinish")
     }
 
     fn enqueue_marker(&self, q: QueueH, waits: &[EventH]) -> Result<EventH> {
-        let mut out = EventH::NONE;
-        hold::enqueue(
-            q,
-            waits,
-            Some(&mut out),
-            |wl, ev| commands::marker(q, wl, ev),
-            || Ok(Box::new(move |wl, ev| commands::marker(q, wl, ev))),
-        )?;
-        Ok(out)
+        let api = api()?;
+        let wl = cl_events(waits);
+        let mut ev: cl_event = std::ptr::null_mut();
+        let list = if wl.is_empty() {
+            std::ptr::null()
+        } else {
+            wl.as_ptr()
+        };
+        // SAFETY: a live queue; the wait list holds events of its context;
+        // `ev` receives the marker's event.
+        let rc = unsafe {
+            (api.clEnqueueMarkerWithWaitList)(cl_queue_of(q), wl.len() as cl_uint, list, &mut ev)
+        };
+        check(rc, "clEnqueueMarkerWithWaitList")?;
+        Ok(event_h(ev))
     }
 
     fn build_program(
@@ -359,7 +326,6 @@ impl Driver for OpenCl {
     }
 
     fn release_kernel(&self, k: KernelH) {
-        hold::forget_kernel(k.0);
         if let Ok(api) = api() {
             // SAFETY: the caller owns one reference to the kernel.
             unsafe { (api.clReleaseKernel)(k.0 as cl_kernel) };
@@ -388,10 +354,7 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        let mems = [dst.mem, src.mem].map(|m| m.map_or(0, |m| m.0));
-        hold::copy(q, waits, ev, blocking, mems, move |wl, ev, blocking| {
-            super::mem::copy(q, dst, src, len, blocking, wl, ev)
-        })
+        super::mem::copy(q, dst, src, len, blocking, waits, ev)
     }
 
     fn enqueue_copy_rect(
@@ -404,11 +367,7 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        let (dst, src) = (*dst, *src);
-        let mems = [dst.side.mem, src.side.mem].map(|m| m.map_or(0, |m| m.0));
-        hold::copy(q, waits, ev, blocking, mems, move |wl, ev, blocking| {
-            super::mem::copy_rect(q, &dst, &src, region, blocking, wl, ev)
-        })
+        super::mem::copy_rect(q, dst, src, region, blocking, waits, ev)
     }
 
     fn enqueue_fill_mem(
@@ -421,21 +380,7 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        hold::enqueue(
-            q,
-            waits,
-            ev,
-            |wl, ev| super::mem::fill(q, m, offset, pattern, len, wl, ev),
-            || {
-                let pattern = pattern.to_vec();
-                let mems = hold::Mems::retain([m.0]);
-                Ok(Box::new(move |wl, ev| {
-                    let done = super::mem::fill(q, m, offset, &pattern, len, wl, ev);
-                    drop(mems);
-                    done
-                }))
-            },
-        )
+        super::mem::fill(q, m, offset, pattern, len, waits, ev)
     }
 
     fn set_kernel_arg(
@@ -482,11 +427,6 @@ impl Driver for OpenCl {
             },
         };
         if rc == CL_SUCCESS {
-            let mem = match arg {
-                ArgSet::Mem(m) => m.0,
-                _ => 0,
-            };
-            hold::note_arg(k as usize, index, mem);
             return Ok(());
         }
         Err(Error::new(
@@ -523,26 +463,35 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        let range = *range;
-        hold::enqueue(
-            q,
-            waits,
-            ev,
-            |wl, ev| commands::kernel(q, k, name, local_args, &range, wl, ev),
-            || {
-                // The arguments set now go with a copy of the kernel: the
-                // kernel's own may be set again before the launch is.
-                let copy = commands::clone_kernel(k, name)?;
-                let mems = hold::Mems::retain(hold::mem_args(k.0));
-                let name = name.to_owned();
-                Ok(Box::new(move |wl, ev| {
-                    let done = commands::kernel(q, copy, &name, local_args, &range, wl, ev);
-                    commands::release_kernel(copy);
-                    drop(mems);
-                    done
-                }))
-            },
-        )
+        let api = api()?;
+        let wl = cl_events(waits);
+        // SAFETY: a live queue and kernel whose arguments are set; the
+        // size arrays have three entries; the wait list holds events of
+        // the queue's context.
+        let rc = unsafe {
+            (api.clEnqueueNDRangeKernel)(
+                cl_queue_of(q),
+                k.0 as cl_kernel,
+                range.dims,
+                range.offset_or_null(),
+                range.global.as_ptr(),
+                range.local_or_null(),
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(ev),
+            )
+        };
+        if rc == CL_SUCCESS {
+            return Ok(());
+        }
+        let mut e = Error::opencl(rc, &format!("clEnqueueNDRangeKernel of kernel '{name}'"));
+        if rc == CL_INVALID_KERNEL_ARGS {
+            e.status = Status::KernelArguments;
+        }
+        if rc == CL_OUT_OF_RESOURCES && local_args {
+            e.status = Status::OutOfLocalMemory;
+        }
+        Err(e)
     }
 
     fn usm_alloc(
@@ -573,18 +522,32 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        let intel = self.intel(usm).copied();
-        hold::enqueue(
-            q,
-            waits,
-            ev,
-            |wl, ev| commands::memcpy(intel, q, dst, src, size, wl, ev),
-            || {
-                Ok(Box::new(move |wl, ev| {
-                    commands::memcpy(intel, q, dst, src, size, wl, ev)
-                }))
-            },
-        )
+        // The extension's copy and the SVM copy take the same arguments.
+        let (f, name) = match self.intel(usm) {
+            Some(i) => (i.clEnqueueMemcpyINTEL, "clEnqueueMemcpyINTEL (USM memcpy)"),
+            None => (
+                api()?.clEnqueueSVMMemcpy.ok_or_else(|| {
+                    Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemcpy")
+                })?,
+                "clEnqueueSVMMemcpy (USM memcpy)",
+            ),
+        };
+        let wl = cl_events(waits);
+        // SAFETY: the caller validated both ranges; the wait list holds
+        // events of the queue's context.
+        let rc = unsafe {
+            f(
+                cl_queue_of(q),
+                CL_FALSE,
+                dst as *mut c_void,
+                src as *const c_void,
+                size,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(ev),
+            )
+        };
+        check(rc, name)
     }
 
     fn enqueue_fill(
@@ -597,19 +560,32 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        let intel = self.intel(usm).copied();
-        hold::enqueue(
-            q,
-            waits,
-            ev,
-            |wl, ev| commands::fill(intel, q, dst, pattern, size, wl, ev),
-            || {
-                let pattern = pattern.to_vec();
-                Ok(Box::new(move |wl, ev| {
-                    commands::fill(intel, q, dst, &pattern, size, wl, ev)
-                }))
-            },
-        )
+        // The extension's fill and the SVM fill take the same arguments.
+        let (f, name) = match self.intel(usm) {
+            Some(i) => (i.clEnqueueMemFillINTEL, "clEnqueueMemFillINTEL (USM fill)"),
+            None => (
+                api()?.clEnqueueSVMMemFill.ok_or_else(|| {
+                    Error::new(Status::Internal, "SVM strategy without clEnqueueSVMMemFill")
+                })?,
+                "clEnqueueSVMMemFill (USM fill)",
+            ),
+        };
+        let wl = cl_events(waits);
+        // SAFETY: a validated range; OpenCL copies the pattern; the wait
+        // list holds events of the queue's context.
+        let rc = unsafe {
+            f(
+                cl_queue_of(q),
+                dst as *mut c_void,
+                pattern.as_ptr().cast(),
+                pattern.len(),
+                size,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(ev),
+            )
+        };
+        check(rc, name)
     }
 
     fn can_migrate(&self, usm: UsmStrategy) -> bool {
@@ -628,28 +604,46 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: &mut EventH,
     ) -> Result<bool> {
-        let intel = self.intel(usm).copied();
-        let mut taken = true;
-        hold::enqueue(
-            q,
-            waits,
-            Some(ev),
-            |wl, ev| {
-                taken = commands::migrate(intel, q, ptr, size, wl, ev)?;
-                Ok(())
+        let api = api()?;
+        let (q, wl, out) = (cl_queue_of(q), cl_events(waits), out_ptr(Some(ev)));
+        let p = ptr as *const c_void;
+        let (rc, name) = match (self.intel(usm), api.clEnqueueSVMMigrateMem) {
+            (Some(i), _) => match i.clEnqueueMigrateMemINTEL {
+                // SAFETY: a validated range; flags 0 move it to the device.
+                Some(m) => (
+                    unsafe { m(q, p, size, 0, wl.len() as cl_uint, ptr_or_null(wl), out) },
+                    "clEnqueueMigrateMemINTEL (USM prefetch)",
+                ),
+                None => (
+                    CL_INVALID_OPERATION,
+                    "clEnqueueMigrateMemINTEL (USM prefetch)",
+                ),
             },
-            // A hint: where the platform turns it down once its turn
-            // comes, a marker takes its place.
-            || {
-                Ok(Box::new(move |wl, mut ev| {
-                    if commands::migrate(intel, q, ptr, size, wl, ev.as_deref_mut())? {
-                        return Ok(());
-                    }
-                    commands::marker(q, wl, ev)
-                }))
-            },
-        )?;
-        Ok(taken)
+            // SAFETY: one validated SVM range, moved to the device.
+            (None, Some(m)) => (
+                unsafe {
+                    m(
+                        q,
+                        1,
+                        &p,
+                        &size,
+                        0,
+                        wl.len() as cl_uint,
+                        ptr_or_null(wl),
+                        out,
+                    )
+                },
+                "clEnqueueSVMMigrateMem (USM prefetch)",
+            ),
+            (None, None) => (
+                CL_INVALID_OPERATION,
+                "clEnqueueSVMMigrateMem (USM prefetch)",
+            ),
+        };
+        if rc == CL_INVALID_VALUE || rc == CL_INVALID_OPERATION {
+            return Ok(false);
+        }
+        check(rc, name).map(|()| true)
     }
 
     fn can_advise(&self, usm: UsmStrategy) -> bool {
@@ -667,27 +661,25 @@ impl Driver for OpenCl {
         waits: &[EventH],
         ev: &mut EventH,
     ) -> Result<bool> {
-        let intel = self.intel(usm).copied();
-        let mut taken = true;
-        hold::enqueue(
-            q,
-            waits,
-            Some(ev),
-            |wl, ev| {
-                taken = commands::advise(intel, q, ptr, size, advice, wl, ev)?;
-                Ok(())
-            },
-            // Advice: where it is turned down once its turn comes, a
-            // marker takes its place.
-            || {
-                Ok(Box::new(move |wl, mut ev| {
-                    if commands::advise(intel, q, ptr, size, advice, wl, ev.as_deref_mut())? {
-                        return Ok(());
-                    }
-                    commands::marker(q, wl, ev)
-                }))
-            },
-        )?;
-        Ok(taken)
+        let Some(a) = self.intel(usm).and_then(|i| i.clEnqueueMemAdviseINTEL) else {
+            return Ok(false);
+        };
+        let wl = cl_events(waits);
+        // SAFETY: a validated range; the driver checks the advice value.
+        let rc = unsafe {
+            a(
+                cl_queue_of(q),
+                ptr as *const c_void,
+                size,
+                advice,
+                wl.len() as cl_uint,
+                ptr_or_null(wl),
+                out_ptr(Some(ev)),
+            )
+        };
+        if rc == CL_INVALID_VALUE {
+            return Ok(false);
+        }
+        check(rc, "clEnqueueMemAdviseINTEL (USM mem_advise)").map(|()| true)
     }
 }

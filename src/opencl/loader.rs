@@ -77,7 +77,6 @@ cl_table! {
         clReleaseContext: fn(cl_context) -> cl_int;
         clCreateCommandQueue: fn(cl_context, cl_device_id, cl_command_queue_properties, *mut cl_int) -> cl_command_queue;
         clReleaseCommandQueue: fn(cl_command_queue) -> cl_int;
-        clRetainCommandQueue: fn(cl_command_queue) -> cl_int;
         clFinish: fn(cl_command_queue) -> cl_int;
         clFlush: fn(cl_command_queue) -> cl_int;
         clCreateProgramWithSource: fn(cl_context, cl_uint, *const *const i8, *const usize, *mut cl_int) -> cl_program;
@@ -126,7 +125,6 @@ cl_table! {
         clEnqueueSVMMemcpy: fn(cl_command_queue, cl_bool, *mut c_void, *const c_void, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueSVMMemFill: fn(cl_command_queue, *mut c_void, *const c_void, usize, usize, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
         clEnqueueSVMMigrateMem: fn(cl_command_queue, cl_uint, *const *const c_void, *const usize, cl_mem_migration_flags, cl_uint, *const cl_event, *mut cl_event) -> cl_int;
-        clCloneKernel: fn(cl_kernel, *mut cl_int) -> cl_kernel;
         clGetExtensionFunctionAddressForPlatform: fn(cl_platform_id, *const i8) -> *mut c_void;
     }
 }

@@ -15,11 +15,9 @@ macro_rules! resolve_ext {
 }
 
 pub mod cmdbuf;
-pub mod commands;
 pub mod driver;
 pub mod ffi;
 pub mod handles;
-pub mod hold;
 pub mod info;
 pub mod intel;
 pub mod loader;

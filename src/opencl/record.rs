@@ -7,8 +7,8 @@ use super::cmdbuf::*;
 use super::ffi::*;
 use super::handles::{cl_events, event_h, ptr_or_null};
 use super::loader::check;
-use crate::backend::{ArgSet, CommandH, EventH, KernelH, QueueH, RecNode, RecordH};
-use crate::core::error::{Error, Result, Status};
+use crate::backend::{ArgSet, CommandH, EventH, KernelH, RecNode, RecordH};
+use crate::core::error::{Error, Result};
 use crate::core::launch::NdRange;
 use std::ffi::c_void;
 
@@ -242,60 +242,4 @@ pub fn update(fns: &CommandBuffers, r: RecordH, c: CommandH, index: u32, arg: Ar
 pub fn release(fns: &CommandBuffers, r: RecordH) {
     // SAFETY: a command-buffer the caller owns, released once.
     unsafe { (fns.clReleaseCommandBufferKHR)(r.0 as cl_command_buffer_khr) };
-}
-
-/// Enqueues recording `r` on `q` after `waits` (see [`enqueue`]), or
-/// holds it while it waits for a user event (see `hold.rs`), keeping the
-/// command-buffer until its turn.
-pub fn submit(
-    fns: CommandBuffers,
-    r: RecordH,
-    q: QueueH,
-    waits: &[EventH],
-    ev: Option<&mut EventH>,
-) -> Result<bool> {
-    let go = move |wl: &[EventH], ev: Option<&mut EventH>| -> Result<bool> {
-        let mut own = EventH::NONE;
-        let quiet = ev.is_none();
-        let done = enqueue(&fns, r, wl, ev.unwrap_or(&mut own));
-        if quiet {
-            super::hold::release_any(own);
-        }
-        done
-    };
-    let mut taken = true;
-    super::hold::enqueue(
-        q,
-        waits,
-        ev,
-        |wl, ev| {
-            taken = go(wl, ev)?;
-            Ok(())
-        },
-        || {
-            // Kept until its turn: the pool may let go of it meanwhile.
-            let retain = fns.clRetainCommandBufferKHR.ok_or_else(|| {
-                Error::new(
-                    Status::FeatureNotSupported,
-                    "a graph's recording waits for a user event, and the platform cannot \
-                     keep a command-buffer (clRetainCommandBufferKHR) to hold it",
-                )
-            })?;
-            // SAFETY: a live command-buffer of this platform.
-            unsafe { retain(r.0 as _) };
-            Ok(Box::new(move |wl: &[EventH], ev: Option<&mut EventH>| {
-                let done = go(wl, ev);
-                release(&fns, r);
-                if done? {
-                    Ok(())
-                } else {
-                    Err(Error::new(
-                        Status::Opencl,
-                        "the platform refused a graph's recording held for a user event",
-                    ))
-                }
-            }))
-        },
-    )?;
-    Ok(taken)
 }
