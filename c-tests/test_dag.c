@@ -296,7 +296,6 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
   size_t i;
   char what[512];
   static const size_t pages[4] = {64, 512, 1000, N};
-  static host_step steps[1 << 12];
   gates gt;
   gt.n = 0;
   rng_state = t_seed_state(seed);
@@ -380,7 +379,12 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       size_t len = 1 + below(N / 4), oa = below(N - len + 1), od = below(N - len + 1);
       syrah_accessor accs[2];
       syrah_host_task task;
-      host_step *h = &steps[g % (1 << 12)];
+      host_step *h = (host_step *)malloc(sizeof *h);
+      if (!h) {
+        T_FAIL("%s seed %llu group %d: out of host memory", s->name, (unsigned long long)seed, g);
+        ok = 0;
+        break;
+      }
       do di = (int)below((size_t)nb);
       while (di == ai);
       h->len = len;
@@ -389,11 +393,12 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       accs[1] = acc(b[di], SYRAH_ACCESS_READ_WRITE, od, len);
       task.run = run_host_step;
       task.user_data = h;
-      task.release = NULL;
+      task.release = free; /* called once the task has run, or cannot */
       if (syrah_queue_submit_host_tasks(s->q[qi], accs, 2, &task, 1, NULL, 0, NULL) !=
           SYRAH_SUCCESS) {
         T_FAIL("%s seed %llu group %d: host task: %s", s->name, (unsigned long long)seed, g,
                syrah_last_error_message());
+        free(h); /* a failed submission does not call the release */
         ok = 0;
         break;
       }
