@@ -403,7 +403,8 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
         break;
       }
       ++t_checks;
-      model_host_step(model[ai], oa, model[di], od, len, h->salt);
+      /* Not h->salt: the task may have run and released h already. */
+      model_host_step(model[ai], oa, model[di], od, len, 7000u + (uint32_t)g);
       continue;
     }
     {
