@@ -206,7 +206,10 @@ impl Context {
         let removed = self.registry.lock().remove(addr);
         match removed {
             Ok(rec) => {
-                if self.keeps_freed() {
+                // Intel's blocking free does not wait for every command
+                // using the memory: on its CPU runtime a copy still queued
+                // read freed memory.
+                if self.keeps_freed() || self.strategy == UsmStrategy::IntelUsm {
                     self.finish_queues();
                 }
                 if rec.pooled != 0 {
