@@ -65,16 +65,6 @@ static uint64_t rng_state;
 static uint32_t rnd(void) { return t_rnd(&rng_state); }
 static size_t below(size_t n) { return n ? rnd() % n : 0; }
 
-static syrah_accessor acc(syrah_buffer *b, syrah_access_mode m, size_t off, size_t len) {
-  syrah_accessor a;
-  memset(&a, 0, sizeof a);
-  a.buffer = b;
-  a.mode = m;
-  a.offset[0] = off;
-  a.range[0] = len;
-  return a;
-}
-
 /* One group: d[od..] op= a[oa..], b[ob..] over len elements. */
 static syrah_status submit_step_after(syrah_queue *q, syrah_kernel *k, syrah_buffer *a,
                                       size_t oa, syrah_buffer *b, size_t ob, syrah_buffer *d,
@@ -90,9 +80,9 @@ static syrah_status submit_step_after(syrah_queue *q, syrah_kernel *k, syrah_buf
   uint32_t n = (uint32_t)len;
   int i;
   r.local_size[0] = exact_shape ? 0 : 32;
-  accs[0] = acc(a, SYRAH_ACCESS_READ, oa, len);
-  accs[1] = acc(b, SYRAH_ACCESS_READ, ob, len);
-  accs[2] = acc(d, kDModes[mode], od, len);
+  accs[0] = t_window(a, SYRAH_ACCESS_READ, oa, len);
+  accs[1] = t_window(b, SYRAH_ACCESS_READ, ob, len);
+  accs[2] = t_window(d, kDModes[mode], od, len);
   for (i = 0; i < 3; ++i) {
     args[i].kind = SYRAH_ARG_ACCESSOR;
     args[i].size = (size_t)i;
@@ -389,8 +379,8 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       while (di == ai);
       h->len = len;
       h->salt = 7000u + (uint32_t)g;
-      accs[0] = acc(b[ai], SYRAH_ACCESS_READ, oa, len);
-      accs[1] = acc(b[di], SYRAH_ACCESS_READ_WRITE, od, len);
+      accs[0] = t_window(b[ai], SYRAH_ACCESS_READ, oa, len);
+      accs[1] = t_window(b[di], SYRAH_ACCESS_READ_WRITE, od, len);
       task.run = run_host_step;
       task.user_data = h;
       task.release = free; /* called once the task has run, or cannot */

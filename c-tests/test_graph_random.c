@@ -130,16 +130,6 @@ static void model_apply(env *e, const op *o) {
   }
 }
 
-static syrah_accessor acc(syrah_buffer *b, syrah_access_mode m, size_t off, size_t len) {
-  syrah_accessor a;
-  memset(&a, 0, sizeof a);
-  a.buffer = b;
-  a.mode = m;
-  a.offset[0] = off;
-  a.range[0] = len;
-  return a;
-}
-
 /* Submits `o` to the queue (recorded where it records). Commands on USM
  * follow the latest one (`*chain`, replaced by this one's event). */
 static syrah_status submit_op(env *e, const op *o, syrah_event **chain) {
@@ -157,8 +147,8 @@ static syrah_status submit_op(env *e, const op *o, syrah_event **chain) {
   switch (o->k) {
     case BUF_KERNEL: {
       syrah_accessor a[2];
-      a[0] = acc(e->b[o->src], SYRAH_ACCESS_READ, o->so, o->len);
-      a[1] = acc(e->b[o->dst],
+      a[0] = t_window(e->b[o->src], SYRAH_ACCESS_READ, o->so, o->len);
+      a[1] = t_window(e->b[o->dst],
                  o->mode != 1 ? SYRAH_ACCESS_READ_WRITE : o->discard ? SYRAH_ACCESS_DISCARD_WRITE : SYRAH_ACCESS_WRITE,
                  o->dof, o->len);
       args[0] = syrah_arg_accessor(0);
@@ -172,8 +162,8 @@ static syrah_status submit_op(env *e, const op *o, syrah_event **chain) {
       if (!h) return SYRAH_ERROR_OUT_OF_HOST_MEMORY;
       h->len = o->len;
       h->salt = o->salt;
-      a[0] = acc(e->b[o->src], SYRAH_ACCESS_READ, o->so, o->len);
-      a[1] = acc(e->b[o->dst], SYRAH_ACCESS_READ_WRITE, o->dof, o->len);
+      a[0] = t_window(e->b[o->src], SYRAH_ACCESS_READ, o->so, o->len);
+      a[1] = t_window(e->b[o->dst], SYRAH_ACCESS_READ_WRITE, o->dof, o->len);
       task.run = run_host_job;
       task.user_data = h;
       task.release = free; /* once the task will not run again */
@@ -238,7 +228,6 @@ static int compare_all(env *e, const char *when) {
 }
 
 static int steps = 24;
-static uint64_t first_seed;
 
 static void env_close(env *e) {
   int j;
@@ -402,22 +391,12 @@ static int one_run(const syrah_device *d, uint64_t seed) {
 /* Its steps are set in main. */
 static t_checker checker = {"test_graph_random", "SYRAH_GRAPH_RANDOM", 0, one_run};
 
-static void per_device(const syrah_device *d) {
-  int i;
-  /* A few seeds per device: each draws its queue's kind and its graph. */
-  for (i = 0; i < 4; ++i)
-    if (t_checked_run(&checker, d, first_seed + (uint64_t)i) < 0) break;
-}
-
 int main(int argc, char **argv) {
   int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
-  first_seed = t_env_u64("SYRAH_GRAPH_RANDOM_SEED", stress ? (uint64_t)time(NULL) : 1);
+  uint64_t first_seed = t_env_u64("SYRAH_GRAPH_RANDOM_SEED", stress ? (uint64_t)time(NULL) : 1);
   steps = (int)t_env_u64("SYRAH_GRAPH_RANDOM_STEPS", stress ? 60 : 24);
   if (steps < 1 || steps > MAX_STEPS) steps = MAX_STEPS;
   checker.steps = steps;
-  if (!stress) {
-    t_for_each_device(per_device);
-    return t_finish("test_graph_random");
-  }
-  return t_stress(&checker, first_seed, NULL, NULL);
+  /* A few seeds per device: each draws its queue's kind and its graph. */
+  return t_checker_main(&checker, stress, first_seed, 4, NULL, NULL);
 }

@@ -60,7 +60,6 @@ static uint32_t rnd(void) { return t_rnd(&rng); }
 static size_t below(size_t n) { return n ? rnd() % n : 0; }
 
 static int steps = 60;
-static uint64_t first_seed;
 
 /* Replaces the slot's latest command with `ev`. */
 static void set_last(slot *sl, syrah_event *ev) {
@@ -297,29 +296,13 @@ static t_checker checker = {"test_pool_random", "SYRAH_POOL_RANDOM", 0, one_run}
 
 static bool has_device_usm(const syrah_device *d) { return t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS); }
 
-static void per_device(const syrah_device *d) {
-  int i;
-  if (!has_device_usm(d)) {
-    t_skip("random device USM allocations", "the device has no device USM");
-    return;
-  }
-  for (i = 0; i < 3; ++i)
-    if (t_checked_run(&checker, d, first_seed + (uint64_t)i) < 0) break;
-}
-
 int main(int argc, char **argv) {
-  int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
-  first_seed = t_env_u64("SYRAH_POOL_RANDOM_SEED", stress ? (uint64_t)time(NULL) : 1);
+  int stress = argc > 1 && strcmp(argv[1], "stress") == 0, r;
+  uint64_t first_seed = t_env_u64("SYRAH_POOL_RANDOM_SEED", stress ? (uint64_t)time(NULL) : 1);
   steps = (int)t_env_u64("SYRAH_POOL_RANDOM_STEPS", stress ? 200 : 60);
   if (steps < 1 || steps > MAX_STEPS) steps = MAX_STEPS;
   checker.steps = steps;
-  if (!stress) {
-    t_for_each_device(per_device);
-  } else {
-    int r = t_stress(&checker, first_seed, has_device_usm, "the device has no device USM");
-    printf("%ld allocations, %ld of them at a freed one's address\n", allocations, reused);
-    return r;
-  }
+  r = t_checker_main(&checker, stress, first_seed, 3, has_device_usm, "the device has no device USM");
   printf("%ld allocations, %ld of them at a freed one's address\n", allocations, reused);
-  return t_finish("test_pool_random");
+  return r;
 }

@@ -160,6 +160,15 @@ static inline syrah_accessor t_whole(syrah_buffer *b, syrah_access_mode m) {
   return a;
 }
 
+/* An accessor of `b` with mode `m` over elements [off, off + len) of a 1D
+ * buffer. */
+static inline syrah_accessor t_window(syrah_buffer *b, syrah_access_mode m, size_t off, size_t len) {
+  syrah_accessor a = t_whole(b, m);
+  a.offset[0] = off;
+  a.range[0] = len;
+  return a;
+}
+
 /* Runs kernel `k(buffer, int v)` over `n` work-items with `b` read-write. */
 static inline syrah_status t_launch_rw(syrah_queue *q, syrah_kernel *k, syrah_buffer *b, size_t n, int v,
                                        syrah_event **ev) {
@@ -284,6 +293,47 @@ static inline int t_stress(const t_checker *c, uint64_t first_seed, bool (*usabl
   t_device = "";
   printf("%d random runs\n", runs);
   return t_finish(title);
+}
+
+/* What `t_checker_main` runs on each device. */
+typedef struct {
+  const t_checker *c;
+  uint64_t first_seed;
+  int seeds;
+  bool (*usable)(const syrah_device *);
+  const char *unusable;
+} t_checker_plan;
+
+static inline t_checker_plan *t_plan(void) {
+  static t_checker_plan plan;
+  return &plan;
+}
+
+static inline void t_plan_device(const syrah_device *d) {
+  const t_checker_plan *p = t_plan();
+  int i;
+  if (p->usable && !p->usable(d)) {
+    t_skip("random runs", p->unusable);
+    return;
+  }
+  for (i = 0; i < p->seeds; ++i)
+    if (t_checked_run(p->c, d, p->first_seed + (uint64_t)i) < 0) break;
+}
+
+/* The main of a seeded random checker: `seeds` runs per device from
+ * `first_seed` (those `usable` rejects named as skipped, `unusable` saying
+ * why), or with `stress`, `t_stress`. Gives the exit status. */
+static inline int t_checker_main(const t_checker *c, bool stress, uint64_t first_seed, int seeds,
+                                 bool (*usable)(const syrah_device *), const char *unusable) {
+  t_checker_plan *p = t_plan();
+  if (stress) return t_stress(c, first_seed, usable, unusable);
+  p->c = c;
+  p->first_seed = first_seed;
+  p->seeds = seeds;
+  p->usable = usable;
+  p->unusable = unusable;
+  t_for_each_device(t_plan_device);
+  return t_finish(c->program);
 }
 
 #endif
