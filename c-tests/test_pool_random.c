@@ -227,8 +227,12 @@ static int env_open(env *e, const syrah_device *d, uint64_t seed) {
   in_order = (int)(rnd() % 2);
   snprintf(e->name, sizeof e->name, "%s, %s queue, seed %llu", t_label(d), in_order ? "in-order" : "out-of-order",
            (unsigned long long)seed);
-  return syrah_queue_create(NULL, d, in_order ? SYRAH_QUEUE_IN_ORDER : 0, NULL, NULL, &e->q) == SYRAH_SUCCESS &&
-         syrah_queue_get_context(e->q, &e->ctx) == SYRAH_SUCCESS &&
+  e->ctx = t_context_of(d);
+  if (!e->ctx || syrah_context_retain(e->ctx) != SYRAH_SUCCESS) {
+    e->ctx = NULL;
+    return 0;
+  }
+  return syrah_queue_create(e->ctx, d, in_order ? SYRAH_QUEUE_IN_ORDER : 0, NULL, NULL, &e->q) == SYRAH_SUCCESS &&
          syrah_program_create_from_source(e->ctx, kSource, NULL, &e->prog) == SYRAH_SUCCESS &&
          syrah_kernel_create(e->prog, "slow", &e->k) == SYRAH_SUCCESS;
 }

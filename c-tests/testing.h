@@ -295,6 +295,46 @@ static inline int t_stress(const t_checker *c, uint64_t first_seed, bool (*usabl
   return t_finish(title);
 }
 
+/* One context per device, kept for the program's runs: NVIDIA's OpenCL
+ * driver keeps about 23 MiB of host memory for every context made and
+ * released (every OpenCL object released; measured on the H100), so a
+ * stress run that made one per run ran out of host memory after some
+ * hundreds. Released by `t_checker_main`. */
+typedef struct {
+  const syrah_device *device[64];
+  syrah_context *context[64];
+  int n;
+} t_contexts;
+
+static inline t_contexts *t_kept_contexts(void) {
+  static t_contexts kept;
+  return &kept;
+}
+
+/* The kept context of `d` (made on first use; NULL, having said why, when
+ * it cannot be made). */
+static inline syrah_context *t_context_of(const syrah_device *d) {
+  t_contexts *k = t_kept_contexts();
+  int i;
+  for (i = 0; i < k->n; ++i)
+    if (k->device[i] == d) return k->context[i];
+  if (k->n == 64) {
+    T_FAIL("more than 64 devices");
+    return NULL;
+  }
+  if (syrah_context_create(&d, 1, &k->context[k->n]) != SYRAH_SUCCESS) {
+    T_FAIL("context: %s", syrah_last_error_message());
+    return NULL;
+  }
+  k->device[k->n] = d;
+  return k->context[k->n++];
+}
+
+static inline void t_release_contexts(void) {
+  t_contexts *k = t_kept_contexts();
+  while (k->n > 0) EXPECT_OK(syrah_context_release(k->context[--k->n]));
+}
+
 /* What `t_checker_main` runs on each device. */
 typedef struct {
   const t_checker *c;
@@ -326,13 +366,19 @@ static inline void t_plan_device(const syrah_device *d) {
 static inline int t_checker_main(const t_checker *c, bool stress, uint64_t first_seed, int seeds,
                                  bool (*usable)(const syrah_device *), const char *unusable) {
   t_checker_plan *p = t_plan();
-  if (stress) return t_stress(c, first_seed, usable, unusable);
+  int r;
+  if (stress) {
+    r = t_stress(c, first_seed, usable, unusable);
+    t_release_contexts();
+    return r;
+  }
   p->c = c;
   p->first_seed = first_seed;
   p->seeds = seeds;
   p->usable = usable;
   p->unusable = unusable;
   t_for_each_device(t_plan_device);
+  t_release_contexts();
   return t_finish(c->program);
 }
 
