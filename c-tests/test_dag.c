@@ -232,6 +232,42 @@ static void close_setting(setting *s) {
   memset(s, 0, sizeof *s);
 }
 
+/* Contexts kept for every run, one per set of devices: NVIDIA's OpenCL
+ * keeps host memory for every context made and released (see
+ * testing.h). Released at the end of main. */
+static struct {
+  const syrah_device *devs[MAX_QUEUES];
+  size_t n;
+  syrah_context *ctx;
+} kept[32];
+static int nkept;
+
+/* The kept context of the devices `devs` (any order), made on first use,
+ * with a reference for the caller. */
+static syrah_status context_of(const syrah_device **devs, size_t n, syrah_context **out) {
+  int i;
+  size_t a, b;
+  for (i = 0; i < nkept; ++i) {
+    size_t same = 0;
+    if (kept[i].n != n) continue;
+    for (a = 0; a < n; ++a)
+      for (b = 0; b < n; ++b) same += kept[i].devs[a] == devs[b];
+    if (same == n) {
+      *out = kept[i].ctx;
+      return syrah_context_retain(kept[i].ctx);
+    }
+  }
+  if (nkept == 32) return syrah_context_create(devs, n, out);
+  {
+    syrah_status st = syrah_context_create(devs, n, &kept[nkept].ctx);
+    if (st != SYRAH_SUCCESS) return st;
+  }
+  for (a = 0; a < n; ++a) kept[nkept].devs[a] = devs[a];
+  kept[nkept].n = n;
+  *out = kept[nkept++].ctx;
+  return syrah_context_retain(*out);
+}
+
 /* Opens queues on `devs` (one context per platform) with `flags[i]`. */
 static int open_setting(setting *s, const syrah_device **devs, const syrah_queue_flags *flags,
                         int nq, const char *name) {
@@ -253,7 +289,7 @@ static int open_setting(setting *s, const syrah_device **devs, const syrah_queue
         for (k = 0; k < (int)m; ++k) dup |= mine[k] == devs[j];
         if (!dup) mine[m++] = devs[j];
       }
-    if (syrah_context_create(mine, m, &ctx[i]) != SYRAH_SUCCESS) {
+    if (context_of(mine, m, &ctx[i]) != SYRAH_SUCCESS) {
       T_FAIL("%s: context: %s", name, syrah_last_error_message());
       return 0;
     }
@@ -612,5 +648,6 @@ int main(int argc, char **argv) {
     }
   }
   printf("%d random runs\n", runs);
+  while (nkept > 0) EXPECT_OK(syrah_context_release(kept[--nkept].ctx));
   return t_finish(stress ? "test_dag stress" : "test_dag");
 }
