@@ -296,7 +296,7 @@ static inline int t_stress(const t_checker *c, uint64_t first_seed, bool (*usabl
 }
 
 /* One context per device, kept for the program's runs: NVIDIA's OpenCL
- * driver keeps about 23 MiB of host memory for every context made and
+ * driver keeps 20–30 MiB of host memory for every context made and
  * released (every OpenCL object released; measured on the H100), so a
  * stress run that made one per run ran out of host memory after some
  * hundreds. Released by `t_checker_main`. */
