@@ -1594,8 +1594,8 @@ syrah_status syrah_aligned_alloc_shared(const syrah_context *context,
 
 /*
  Frees a USM allocation of `context` (NULL is a no-op). Waits for the
- context's queued commands first where the backend requires it, so
- freeing memory a pending command uses is safe.
+ context's queued commands first, so freeing memory a pending command
+ uses is safe.
  */
 syrah_status syrah_free(const syrah_context *context, void *pointer);
 

@@ -176,8 +176,8 @@ pub unsafe extern "C" fn syrah_aligned_alloc_shared(
 }
 
 /// Frees a USM allocation of `context` (NULL is a no-op). Waits for the
-/// context's queued commands first where the backend requires it, so
-/// freeing memory a pending command uses is safe.
+/// context's queued commands first, so freeing memory a pending command
+/// uses is safe.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_free(context: *const Context, pointer: *mut c_void) -> syrah_status {
     guard(|| {

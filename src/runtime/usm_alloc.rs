@@ -206,12 +206,11 @@ impl Context {
         let removed = self.registry.lock().remove(addr);
         match removed {
             Ok(rec) => {
-                // Intel's blocking free does not wait for every command
-                // using the memory: on its CPU runtime a copy still queued
-                // read freed memory.
-                if self.keeps_freed() || self.strategy == UsmStrategy::IntelUsm {
-                    self.finish_queues();
-                }
+                // Every free waits for the context's queues: a kept block
+                // is handed out again at once, and drivers do not wait for
+                // every command using what they free (Intel's blocking free
+                // let a queued copy read freed memory on its CPU runtime).
+                self.finish_queues();
                 if rec.pooled != 0 {
                     self.pool_freed(&rec);
                 } else {
