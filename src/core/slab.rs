@@ -78,6 +78,12 @@ impl Slabs {
         (ptr < base + BLOCK).then_some((base, b))
     }
 
+    /// The class of the slot starting at `ptr`, if one does.
+    pub fn slot_class(&self, ptr: usize) -> Option<usize> {
+        let (base, b) = self.block_of(ptr)?;
+        ((ptr - base) % b.class == 0).then_some(b.class)
+    }
+
     /// Gives back the slot at `ptr`. None when `ptr` starts no slot; else
     /// the base of a block to free now (one left empty while another of
     /// its class has room), or None.
@@ -150,6 +156,19 @@ mod tests {
             .all(|p| (p - base) % 16384 == 0 && *p < base + BLOCK));
         // Other classes do not share the block.
         assert_eq!(s.take(4096), None);
+    }
+
+    #[test]
+    fn slot_class_names_slot_starts_only() {
+        let mut s = Slabs::default();
+        let base = 32 * BLOCK;
+        assert_eq!(s.slot_class(base), None);
+        s.add_block(base, 8192);
+        assert_eq!(s.slot_class(base), Some(8192));
+        assert_eq!(s.slot_class(base + 3 * 8192), Some(8192));
+        assert_eq!(s.slot_class(base + 8192 + 4096), None);
+        assert_eq!(s.slot_class(base + BLOCK), None);
+        assert_eq!(s.slot_class(base - 8192), None);
     }
 
     #[test]

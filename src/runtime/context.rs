@@ -49,6 +49,11 @@ pub struct Context {
     /// OpenCL queues of released Syrah queues, released with the context
     /// (see `defers_queue_release`).
     pub(crate) retired_queues: Mutex<Vec<usize>>,
+    /// Memory objects viewing USM memory for kernel arguments, by the
+    /// address they start at (see `arg_views.rs`).
+    pub(crate) arg_views: Mutex<std::collections::BTreeMap<usize, usize>>,
+    /// Whether kernels get those views (decided at the first launch).
+    pub(crate) arg_views_on: std::sync::OnceLock<bool>,
 }
 
 /// A released buffer's device allocation kept for reuse: its base, its
@@ -117,6 +122,8 @@ impl Context {
             pinned: Mutex::new(Default::default()),
             slabs: Mutex::new(Default::default()),
             retired_queues: Mutex::new(Vec::new()),
+            arg_views: Mutex::new(Default::default()),
+            arg_views_on: std::sync::OnceLock::new(),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -257,11 +264,13 @@ impl Context {
         if self.keeps_freed() {
             let given = self.slabs.lock().give(ptr);
             match given {
+                // The slot stays, with its view, for the next allocation.
                 Some(None) => return,
                 Some(Some(block)) => return self.free_block(block),
                 None => {}
             }
         }
+        self.forget_views(ptr, ptr + 1);
         self.platform
             .driver
             .usm_free(self.handle(), self.strategy, ptr);
@@ -270,6 +279,7 @@ impl Context {
     /// Gives back a block of small device allocations, after the queues
     /// that could use it finished.
     pub(crate) fn free_block(&self, block: usize) {
+        self.forget_views(block, block + crate::core::slab::BLOCK);
         self.platform
             .driver
             .usm_free(self.handle(), self.strategy, block);
@@ -295,6 +305,8 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // Views first, before any memory under them.
+        self.forget_all_views();
         let left = self.registry.get_mut().drain();
         for (_, rec) in left {
             self.free_raw(rec.raw);

@@ -2,7 +2,7 @@
 
 use super::context::Context;
 use super::event::Event;
-use super::program::{Kernel, KernelDeviceInfo};
+use super::program::{ArgState, Kernel, KernelDeviceInfo};
 use super::queue::{LanePos, Queue, Submitted};
 use crate::backend::{EventH, MemH, QueueH};
 use crate::core::aspects::UsmStrategy;
@@ -160,37 +160,61 @@ impl Queue {
     }
 }
 
-/// Sets `args` on `kernel` (whose lock the caller holds, `held` being
-/// what it guards): values, local memory, buffers' memory objects
-/// (retained while they are arguments) and USM pointers through the
-/// context's USM strategy.
+/// Sets `args` on `kernel` (whose lock the caller holds, `st` being what
+/// it guards): values, local memory, memory objects (retained while they
+/// are arguments; one already set is not set again) and USM pointers
+/// through the context's USM strategy, or views of them where the
+/// context passes views (see `arg_views.rs`).
 pub(crate) fn set_args(
-    ctx: &Context,
+    ctx: &Arc<Context>,
     kernel: &Kernel,
-    held: &mut [usize],
+    st: &mut ArgState,
     args: &[Arg<'_>],
 ) -> Result<()> {
     let driver = ctx.platform.driver;
     let k = kernel.handle;
     for (i, a) in args.iter().enumerate() {
-        if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, *a) {
+        // Indices past 64 have no bits: they keep pointers.
+        let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
+        let mut a = *a;
+        if let Arg::Usm(p) = a {
+            if p != 0 {
+                let view = (bit != 0 && st.svm & bit == 0 && ctx.arg_views_on())
+                    .then(|| ctx.arg_view(p))
+                    .flatten();
+                match view {
+                    Some(m) => a = Arg::Mem(m),
+                    None => st.svm |= bit,
+                }
+            }
+        }
+        if let Arg::Mem(m) = a {
+            if st.current & bit != 0 && st.held.get(i) == Some(&m.0) {
+                // Already this argument, with its reference.
+                continue;
+            }
+        }
+        if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, a) {
             e.message = format!(
                 "setting argument {i} ({}) of kernel '{}' failed: {}",
                 a.describe(),
                 kernel.name,
                 e.message
             );
+            st.current &= !bit;
             return Err(e);
         }
-        if let Arg::Mem(m) = *a {
+        st.current &= !bit;
+        if let Arg::Mem(m) = a {
             // The kernel keeps a reference to the memory object while it
             // is the argument.
             driver.retain_mem(m);
-            if let Some(old) = held.get_mut(i) {
+            if let Some(old) = st.held.get_mut(i) {
                 if *old != 0 {
                     driver.release_mem(MemH(*old));
                 }
                 *old = m.0;
+                st.current |= bit;
             }
         }
     }

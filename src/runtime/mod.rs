@@ -1,6 +1,7 @@
 //! The runtime core over the OpenCL backend: devices, contexts, queues,
 //! events, programs, kernels and USM.
 
+pub(crate) mod arg_views;
 pub mod buffer;
 pub mod build_cache;
 pub mod context;

@@ -273,6 +273,21 @@ pub enum BoundArg {
     Local(usize),
 }
 
+/// What a kernel's arguments are set to, kept under its lock.
+#[derive(Default)]
+pub struct ArgState {
+    /// Memory objects set as arguments, by index (0: none), each holding
+    /// one reference until another takes its place.
+    pub held: Vec<usize>,
+    /// Bit `i`: argument `i` is `held[i]` now.
+    pub current: u64,
+    /// Bit `i`: argument `i` was ever given an SVM pointer. NVIDIA's
+    /// OpenCL refuses to launch a kernel (`CL_INVALID_KERNEL_ARGS`) whose
+    /// argument went from an SVM pointer to a memory object, so such an
+    /// argument is never given a view afterwards.
+    pub svm: u64,
+}
+
 pub struct Kernel {
     pub ctx: Arc<Context>,
     pub program: Arc<ProgramInner>,
@@ -289,14 +304,14 @@ pub struct Kernel {
     /// Serialises argument setting and enqueueing of this kernel, and
     /// holds the memory objects currently set as its arguments (some
     /// drivers use them after the caller released them).
-    pub lock: Mutex<Vec<usize>>,
+    pub lock: Mutex<ArgState>,
 }
 
 impl Drop for Kernel {
     fn drop(&mut self) {
         let driver = self.program.driver;
         driver.release_kernel(self.handle);
-        for m in self.lock.get_mut().drain(..) {
+        for m in self.lock.get_mut().held.drain(..) {
             if m != 0 {
                 // One reference taken when the argument was set.
                 driver.release_mem(MemH(m));
@@ -336,7 +351,10 @@ impl Kernel {
             num_args,
             per_device,
             bound: Mutex::new(vec![None; num_args as usize]),
-            lock: Mutex::new(vec![0; num_args as usize]),
+            lock: Mutex::new(ArgState {
+                held: vec![0; num_args as usize],
+                ..ArgState::default()
+            }),
         })
     }
 
