@@ -12,6 +12,7 @@ use super::context::Context;
 use crate::backend::MemH;
 use crate::core::aspects::UsmStrategy;
 use crate::core::registry::AllocKind;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What `SYRAH_ARG_VIEWS` asks: Some(true) on, Some(false) off, None the
@@ -69,8 +70,9 @@ impl Context {
     }
 
     /// Releases the views starting in `[lo, hi)`: the memory there goes
-    /// back to the driver. Kernels still holding one as an argument keep
-    /// it alive until they are given another.
+    /// back to the driver. Kernels still naming one as an argument are
+    /// given their views again at their next launch (the generation
+    /// moves).
     pub(crate) fn forget_views(&self, lo: usize, hi: usize) {
         let gone: Vec<usize> = {
             let mut views = self.arg_views.lock();
@@ -80,6 +82,9 @@ impl Context {
             let keys: Vec<usize> = views.range(lo..hi).map(|(&k, _)| k).collect();
             keys.iter().filter_map(|k| views.remove(k)).collect()
         };
+        if !gone.is_empty() {
+            self.view_generation.fetch_add(1, Ordering::AcqRel);
+        }
         for m in gone {
             self.platform.driver.release_mem(MemH(m));
         }

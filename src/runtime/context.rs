@@ -54,6 +54,9 @@ pub struct Context {
     pub(crate) arg_views: Mutex<std::collections::BTreeMap<usize, usize>>,
     /// Whether kernels get those views (decided at the first launch).
     pub(crate) arg_views_on: std::sync::OnceLock<bool>,
+    /// Counts releases of those views: kernels set one again after a
+    /// release, whose handle may come back for another view.
+    pub(crate) view_generation: std::sync::atomic::AtomicU64,
 }
 
 /// A released buffer's device allocation kept for reuse: its base, its
@@ -124,6 +127,7 @@ impl Context {
             retired_queues: Mutex::new(Vec::new()),
             arg_views: Mutex::new(Default::default()),
             arg_views_on: std::sync::OnceLock::new(),
+            view_generation: std::sync::atomic::AtomicU64::new(0),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);

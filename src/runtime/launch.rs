@@ -164,7 +164,8 @@ impl Queue {
 /// it guards): values, local memory, memory objects (retained while they
 /// are arguments; one already set is not set again) and USM pointers
 /// through the context's USM strategy, or views of them where the
-/// context passes views (see `arg_views.rs`).
+/// context passes views (see `arg_views.rs`; not retained, and not set
+/// again while the same).
 pub(crate) fn set_args(
     ctx: &Arc<Context>,
     kernel: &Kernel,
@@ -173,26 +174,46 @@ pub(crate) fn set_args(
 ) -> Result<()> {
     let driver = ctx.platform.driver;
     let k = kernel.handle;
+    let views_on = ctx.arg_views_on();
+    if views_on {
+        let generation = ctx
+            .view_generation
+            .load(std::sync::atomic::Ordering::Acquire);
+        if st.generation != generation {
+            // A view was released: one set here may be gone, and its
+            // handle given to another.
+            st.views.iter_mut().for_each(|v| *v = 0);
+            st.generation = generation;
+        }
+    }
     for (i, a) in args.iter().enumerate() {
         // Indices past 64 have no bits: they keep pointers.
         let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
         let mut a = *a;
+        let mut view = None;
         if let Arg::Usm(p) = a {
-            if p != 0 {
-                let view = (bit != 0 && st.svm & bit == 0 && ctx.arg_views_on())
-                    .then(|| ctx.arg_view(p))
-                    .flatten();
-                match view {
-                    Some(m) => a = Arg::Mem(m),
-                    None => st.svm |= bit,
+            if p != 0 && views_on && bit != 0 && st.svm & bit == 0 {
+                view = ctx.arg_view(p);
+            }
+            match view {
+                Some(m) if st.views.get(i) == Some(&m.0) => continue,
+                Some(m) => a = Arg::Mem(m),
+                None if p != 0 => st.svm |= bit,
+                None => {}
+            }
+        }
+        if view.is_none() {
+            if let Arg::Mem(m) = a {
+                if st.current & bit != 0 && st.held.get(i) == Some(&m.0) {
+                    // Already this argument, with its reference.
+                    continue;
                 }
             }
         }
-        if let Arg::Mem(m) = a {
-            if st.current & bit != 0 && st.held.get(i) == Some(&m.0) {
-                // Already this argument, with its reference.
-                continue;
-            }
+        // Whatever happens next, argument `i` is no longer what was set.
+        st.current &= !bit;
+        if let Some(v) = st.views.get_mut(i) {
+            *v = 0;
         }
         if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, a) {
             e.message = format!(
@@ -201,21 +222,27 @@ pub(crate) fn set_args(
                 kernel.name,
                 e.message
             );
-            st.current &= !bit;
             return Err(e);
         }
-        st.current &= !bit;
-        if let Arg::Mem(m) = a {
-            // The kernel keeps a reference to the memory object while it
-            // is the argument.
-            driver.retain_mem(m);
-            if let Some(old) = st.held.get_mut(i) {
-                if *old != 0 {
-                    driver.release_mem(MemH(*old));
+        match (view, a) {
+            (Some(m), _) => {
+                if let Some(v) = st.views.get_mut(i) {
+                    *v = m.0;
                 }
-                *old = m.0;
-                st.current |= bit;
             }
+            (None, Arg::Mem(m)) => {
+                // The kernel keeps a reference to the memory object while
+                // it is the argument.
+                driver.retain_mem(m);
+                if let Some(old) = st.held.get_mut(i) {
+                    if *old != 0 {
+                        driver.release_mem(MemH(*old));
+                    }
+                    *old = m.0;
+                    st.current |= bit;
+                }
+            }
+            _ => {}
         }
     }
     Ok(())

@@ -281,6 +281,12 @@ pub struct ArgState {
     pub held: Vec<usize>,
     /// Bit `i`: argument `i` is `held[i]` now.
     pub current: u64,
+    /// Views of USM memory set as arguments, by index (0: none). They are
+    /// not retained: the context keeps them until their memory goes back
+    /// to the driver, and `generation` tells when that happened.
+    pub views: Vec<usize>,
+    /// The context's view generation `views` were set in.
+    pub generation: u64,
     /// Bit `i`: argument `i` was ever given an SVM pointer. NVIDIA's
     /// OpenCL refuses to launch a kernel (`CL_INVALID_KERNEL_ARGS`) whose
     /// argument went from an SVM pointer to a memory object, so such an
@@ -353,6 +359,7 @@ impl Kernel {
             bound: Mutex::new(vec![None; num_args as usize]),
             lock: Mutex::new(ArgState {
                 held: vec![0; num_args as usize],
+                views: vec![0; num_args as usize],
                 ..ArgState::default()
             }),
         })
