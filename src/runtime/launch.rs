@@ -162,10 +162,9 @@ impl Queue {
 
 /// Sets `args` on `kernel` (whose lock the caller holds, `st` being what
 /// it guards): values, local memory, memory objects (retained while they
-/// are arguments; one already set is not set again) and USM pointers
-/// through the context's USM strategy, or views of them where the
-/// context passes views (see `arg_views.rs`; not retained, and not set
-/// again while the same).
+/// are arguments) and USM pointers through the context's USM strategy, or
+/// views of them where the context passes views (see `arg_views.rs`; the
+/// context keeps those). A memory object already set is not set again.
 pub(crate) fn set_args(
     ctx: &Arc<Context>,
     kernel: &Kernel,
@@ -182,38 +181,44 @@ pub(crate) fn set_args(
         if st.generation != generation {
             // A view was released: one set here may be gone, and its
             // handle given to another.
-            st.views.iter_mut().for_each(|v| *v = 0);
+            st.set.iter_mut().for_each(|s| *s = (0, 0));
             st.generation = generation;
         }
     }
     for (i, a) in args.iter().enumerate() {
         // Indices past 64 have no bits: they keep pointers.
         let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
-        let mut a = *a;
-        let mut view = None;
-        if let Arg::Usm(p) = a {
-            if p != 0 && views_on && bit != 0 && st.svm & bit == 0 {
-                view = ctx.arg_view(p);
-            }
-            match view {
-                Some(m) if st.views.get(i) == Some(&m.0) => continue,
-                Some(m) => a = Arg::Mem(m),
-                None if p != 0 => st.svm |= bit,
-                None => {}
-            }
-        }
-        if view.is_none() {
-            if let Arg::Mem(m) = a {
-                if st.current & bit != 0 && st.held.get(i) == Some(&m.0) {
-                    // Already this argument, with its reference.
+        let now = st.set.get(i).copied().unwrap_or((0, 0));
+        let (a, viewed) = match *a {
+            Arg::Usm(p) if p != 0 && views_on && bit != 0 && st.svm & bit == 0 => {
+                if now.0 == p && now.1 != 0 {
+                    // The view of `p` set last time, still the context's.
                     continue;
                 }
+                match ctx.arg_view(p) {
+                    Some(m) => (Arg::Mem(m), p),
+                    None => {
+                        st.svm |= bit;
+                        (Arg::Usm(p), 0)
+                    }
+                }
+            }
+            Arg::Usm(p) => {
+                if p != 0 {
+                    st.svm |= bit;
+                }
+                (Arg::Usm(p), 0)
+            }
+            a => (a, 0),
+        };
+        if let Arg::Mem(m) = a {
+            if now == (viewed, m.0) {
+                continue;
             }
         }
         // Whatever happens next, argument `i` is no longer what was set.
-        st.current &= !bit;
-        if let Some(v) = st.views.get_mut(i) {
-            *v = 0;
+        if let Some(s) = st.set.get_mut(i) {
+            *s = (0, 0);
         }
         if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, a) {
             e.message = format!(
@@ -224,25 +229,20 @@ pub(crate) fn set_args(
             );
             return Err(e);
         }
-        match (view, a) {
-            (Some(m), _) => {
-                if let Some(v) = st.views.get_mut(i) {
-                    *v = m.0;
+        let Arg::Mem(m) = a else { continue };
+        if viewed == 0 {
+            // The kernel keeps a reference to the memory object while it
+            // is the argument; views are the context's.
+            driver.retain_mem(m);
+            if let Some(old) = st.held.get_mut(i) {
+                if *old != 0 {
+                    driver.release_mem(MemH(*old));
                 }
+                *old = m.0;
             }
-            (None, Arg::Mem(m)) => {
-                // The kernel keeps a reference to the memory object while
-                // it is the argument.
-                driver.retain_mem(m);
-                if let Some(old) = st.held.get_mut(i) {
-                    if *old != 0 {
-                        driver.release_mem(MemH(*old));
-                    }
-                    *old = m.0;
-                    st.current |= bit;
-                }
-            }
-            _ => {}
+        }
+        if let Some(s) = st.set.get_mut(i) {
+            *s = (viewed, m.0);
         }
     }
     Ok(())

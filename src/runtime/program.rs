@@ -276,16 +276,15 @@ pub enum BoundArg {
 /// What a kernel's arguments are set to, kept under its lock.
 #[derive(Default)]
 pub struct ArgState {
-    /// Memory objects set as arguments, by index (0: none), each holding
+    /// Memory objects given as arguments, by index (0: none), each holding
     /// one reference until another takes its place.
     pub held: Vec<usize>,
-    /// Bit `i`: argument `i` is `held[i]` now.
-    pub current: u64,
-    /// Views of USM memory set as arguments, by index (0: none). They are
-    /// not retained: the context keeps them until their memory goes back
-    /// to the driver, and `generation` tells when that happened.
-    pub views: Vec<usize>,
-    /// The context's view generation `views` were set in.
+    /// What each argument is now, where it is a memory object: the USM
+    /// address it views (0 for one the caller gave) and the object; (0, 0)
+    /// otherwise or when unknown.
+    pub set: Vec<(usize, usize)>,
+    /// The context's view generation when `set` was last trusted: views
+    /// are not retained, and a released one's handle may come back.
     pub generation: u64,
     /// Bit `i`: argument `i` was ever given an SVM pointer. NVIDIA's
     /// OpenCL refuses to launch a kernel (`CL_INVALID_KERNEL_ARGS`) whose
@@ -359,7 +358,7 @@ impl Kernel {
             bound: Mutex::new(vec![None; num_args as usize]),
             lock: Mutex::new(ArgState {
                 held: vec![0; num_args as usize],
-                views: vec![0; num_args as usize],
+                set: vec![(0, 0); num_args as usize],
                 ..ArgState::default()
             }),
         })
