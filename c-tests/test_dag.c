@@ -107,29 +107,6 @@ static void model_apply(uint32_t *a, size_t oa, uint32_t *b, size_t ob, uint32_t
   for (i = 0; i < len; ++i) d[od + i] = model_step(d[od + i], a[oa + i], b[ob + i], salt, mode, i);
 }
 
-/* A host-task group: d[od..] = d * 11 + a[oa..] over len elements. */
-typedef struct {
-  size_t len;
-  uint32_t salt;
-} host_step;
-
-static syrah_status run_host_step(const syrah_host_task_context *c, void *user) {
-  const host_step *h = (const host_step *)user;
-  uint32_t *a = NULL, *d = NULL;
-  size_t i;
-  syrah_status st = syrah_host_task_get_pointer(c, 0, (void **)&a);
-  if (st == SYRAH_SUCCESS) st = syrah_host_task_get_pointer(c, 1, (void **)&d);
-  if (st != SYRAH_SUCCESS) return st;
-  for (i = 0; i < h->len; ++i) d[i] = d[i] * 11u + a[i] + h->salt;
-  return SYRAH_SUCCESS;
-}
-
-static void model_host_step(const uint32_t *a, size_t oa, uint32_t *d, size_t od, size_t len,
-                            uint32_t salt) {
-  size_t i;
-  for (i = 0; i < len; ++i) d[od + i] = d[od + i] * 11u + a[oa + i] + salt;
-}
-
 #define MAX_GATES 4
 
 /* User events that hold groups back until a few groups later. */
@@ -405,7 +382,7 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       size_t len = 1 + below(N / 4), oa = below(N - len + 1), od = below(N - len + 1);
       syrah_accessor accs[2];
       syrah_host_task task;
-      host_step *h = (host_step *)malloc(sizeof *h);
+      t_mix *h = (t_mix *)malloc(sizeof *h);
       if (!h) {
         T_FAIL("%s seed %llu group %d: out of host memory", s->name, (unsigned long long)seed, g);
         ok = 0;
@@ -417,7 +394,7 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       h->salt = 7000u + (uint32_t)g;
       accs[0] = t_window(b[ai], SYRAH_ACCESS_READ, oa, len);
       accs[1] = t_window(b[di], SYRAH_ACCESS_READ_WRITE, od, len);
-      task.run = run_host_step;
+      task.run = t_run_mix;
       task.user_data = h;
       task.release = free; /* called once the task has run, or cannot */
       if (syrah_queue_submit_host_tasks(s->q[qi], accs, 2, &task, 1, NULL, 0, NULL) !=
@@ -430,7 +407,7 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       }
       ++t_checks;
       /* Not h->salt: the task may have run and released h already. */
-      model_host_step(model[ai], oa, model[di], od, len, 7000u + (uint32_t)g);
+      t_model_mix(model[ai] + oa, model[di] + od, len, 7000u + (uint32_t)g);
       continue;
     }
     {

@@ -62,23 +62,6 @@ typedef struct {
   char name[160];
 } env;
 
-/* A host task's work: d[i] = d[i] * 11 + s[i] + salt over `len`. */
-typedef struct {
-  size_t len;
-  uint32_t salt;
-} host_job;
-
-static syrah_status run_host_job(const syrah_host_task_context *c, void *user) {
-  const host_job *h = (const host_job *)user;
-  uint32_t *s = NULL, *d = NULL;
-  size_t i;
-  syrah_status st = syrah_host_task_get_pointer(c, 0, (void **)&s);
-  if (st == SYRAH_SUCCESS) st = syrah_host_task_get_pointer(c, 1, (void **)&d);
-  if (st != SYRAH_SUCCESS) return st;
-  for (i = 0; i < h->len; ++i) d[i] = d[i] * 11u + s[i] + h->salt;
-  return SYRAH_SUCCESS;
-}
-
 static uint64_t rng;
 static uint32_t rnd(void) { return t_rnd(&rng); }
 static size_t below(size_t n) { return n ? rnd() % n : 0; }
@@ -123,7 +106,7 @@ static void model_apply(env *e, const op *o) {
       for (i = 0; i < o->len; ++i) e->mu[o->dst][o->dof + i] = o->salt;
       break;
     case HOST_TASK:
-      for (i = 0; i < o->len; ++i) e->mb[o->dst][o->dof + i] = e->mb[o->dst][o->dof + i] * 11u + e->mb[o->src][o->so + i] + o->salt;
+      t_model_mix(&e->mb[o->src][o->so], &e->mb[o->dst][o->dof], o->len, o->salt);
       break;
     default:
       break;
@@ -158,13 +141,13 @@ static syrah_status submit_op(env *e, const op *o, syrah_event **chain) {
     case HOST_TASK: {
       syrah_accessor a[2];
       syrah_host_task task;
-      host_job *h = (host_job *)malloc(sizeof *h);
+      t_mix *h = (t_mix *)malloc(sizeof *h);
       if (!h) return SYRAH_ERROR_OUT_OF_HOST_MEMORY;
       h->len = o->len;
       h->salt = o->salt;
       a[0] = t_window(e->b[o->src], SYRAH_ACCESS_READ, o->so, o->len);
       a[1] = t_window(e->b[o->dst], SYRAH_ACCESS_READ_WRITE, o->dof, o->len);
-      task.run = run_host_job;
+      task.run = t_run_mix;
       task.user_data = h;
       task.release = free; /* once the task will not run again */
       st = syrah_queue_submit_host_tasks(e->q, a, 2, &task, 1, NULL, 0, NULL);
@@ -396,11 +379,9 @@ static int one_run(const syrah_device *d, uint64_t seed) {
 static t_checker checker = {"test_graph_random", "SYRAH_GRAPH_RANDOM", 0, one_run};
 
 int main(int argc, char **argv) {
-  int stress = argc > 1 && strcmp(argv[1], "stress") == 0;
-  uint64_t first_seed = t_env_u64("SYRAH_GRAPH_RANDOM_SEED", stress ? (uint64_t)time(NULL) : 1);
-  steps = (int)t_env_u64("SYRAH_GRAPH_RANDOM_STEPS", stress ? 60 : 24);
-  if (steps < 1 || steps > MAX_STEPS) steps = MAX_STEPS;
-  checker.steps = steps;
+  uint64_t first_seed;
+  bool stress = t_checker_args(&checker, argc, argv, 24, 60, MAX_STEPS, &first_seed);
+  steps = checker.steps;
   /* A few seeds per device: each draws its queue's kind and its graph. */
   return t_checker_main(&checker, stress, first_seed, 4, NULL, NULL);
 }

@@ -301,11 +301,10 @@ static t_checker checker = {"test_pool_random", "SYRAH_POOL_RANDOM", 0, one_run}
 static bool has_device_usm(const syrah_device *d) { return t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS); }
 
 int main(int argc, char **argv) {
-  int stress = argc > 1 && strcmp(argv[1], "stress") == 0, r;
-  uint64_t first_seed = t_env_u64("SYRAH_POOL_RANDOM_SEED", stress ? (uint64_t)time(NULL) : 1);
-  steps = (int)t_env_u64("SYRAH_POOL_RANDOM_STEPS", stress ? 200 : 60);
-  if (steps < 1 || steps > MAX_STEPS) steps = MAX_STEPS;
-  checker.steps = steps;
+  uint64_t first_seed;
+  bool stress = t_checker_args(&checker, argc, argv, 60, 200, MAX_STEPS, &first_seed);
+  int r;
+  steps = checker.steps;
   r = t_checker_main(&checker, stress, first_seed, 3, has_device_usm, "the device has no device USM");
   printf("%ld allocations, %ld of them at a freed one's address\n", allocations, reused);
   return r;

@@ -224,6 +224,30 @@ static inline uint64_t t_env_u64(const char *name, uint64_t dflt) {
   return v && *v ? strtoull(v, NULL, 10) : dflt;
 }
 
+/* The random checkers' host task: d[i] = d[i] * 11 + s[i] + salt over
+ * `len` elements, `s` and `d` being its first and second accessors; and
+ * the same on the CPU model. */
+typedef struct {
+  size_t len;
+  uint32_t salt;
+} t_mix;
+
+static inline syrah_status t_run_mix(const syrah_host_task_context *c, void *user) {
+  const t_mix *h = (const t_mix *)user;
+  uint32_t *s = NULL, *d = NULL;
+  size_t i;
+  syrah_status st = syrah_host_task_get_pointer(c, 0, (void **)&s);
+  if (st == SYRAH_SUCCESS) st = syrah_host_task_get_pointer(c, 1, (void **)&d);
+  if (st != SYRAH_SUCCESS) return st;
+  for (i = 0; i < h->len; ++i) d[i] = d[i] * 11u + s[i] + h->salt;
+  return SYRAH_SUCCESS;
+}
+
+static inline void t_model_mix(const uint32_t *s, uint32_t *d, size_t len, uint32_t salt) {
+  size_t i;
+  for (i = 0; i < len; ++i) d[i] = d[i] * 11u + s[i] + salt;
+}
+
 /* Prints the closing line and gives the exit status. */
 static inline int t_finish(const char *name) {
   printf("%s: %d checks, %d passed, %d failed, %d skipped\n", name, t_checks,
@@ -241,6 +265,22 @@ typedef struct {
   int steps;
   int (*run)(const syrah_device *device, uint64_t seed);
 } t_checker;
+
+/* Reads a checker's command line and environment: whether it was asked
+ * to `stress`, its first seed (PREFIX_SEED; the time when stressing, else
+ * 1) and its steps (PREFIX_STEPS; `normal` or `stressed` unless set, at
+ * most `most`), kept in `c`. */
+static inline bool t_checker_args(t_checker *c, int argc, char **argv, int normal, int stressed, int most,
+                                  uint64_t *first_seed) {
+  char name[96];
+  bool stress = argc > 1 && strcmp(argv[1], "stress") == 0;
+  snprintf(name, sizeof name, "%s_SEED", c->prefix);
+  *first_seed = t_env_u64(name, stress ? (uint64_t)time(NULL) : 1);
+  snprintf(name, sizeof name, "%s_STEPS", c->prefix);
+  c->steps = (int)t_env_u64(name, (uint64_t)(stress ? stressed : normal));
+  if (c->steps < 1 || c->steps > most) c->steps = most;
+  return stress;
+}
 
 /* Prints the line that reproduces the run of `c` from `seed` that failed
  * on the device being tested. */
