@@ -4,12 +4,11 @@
 
 use super::buffer::{accessor_box, mode_from, syrah_accessor};
 use super::types::*;
-use super::{borrow, clone_arc_with, guard, null, slice};
+use super::{borrow, borrow_with, guard, null, slice};
 use crate::core::error::{Error, Result, Status};
-use crate::runtime::buffer::{AccessReq, Buffer, Mode};
+use crate::runtime::buffer::{AccessReq, AccessReqs, Buffer, Mode};
 use crate::runtime::event::Event;
 use crate::runtime::queue::Queue;
-use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -17,18 +16,14 @@ use std::sync::Arc;
 pub(crate) unsafe fn requests<'a>(
     accessors: *const syrah_accessor,
     count: usize,
-    keep: &'a mut SmallVec<[Arc<Buffer>; 4]>,
-) -> Result<SmallVec<[AccessReq<'a>; 4]>> {
+) -> Result<AccessReqs<'a>> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(accessors, count, "accessors") }?;
+    let mut out = AccessReqs::with_capacity(raw.len());
     for (i, a) in raw.iter().enumerate() {
-        // SAFETY: each entry names a buffer handle per the contract.
-        keep.push(unsafe { clone_arc_with(a.buffer, || format!("accessors[{i}].buffer")) }?);
-    }
-    let keep: &'a SmallVec<[Arc<Buffer>; 4]> = keep;
-    let mut out = SmallVec::with_capacity(raw.len());
-    for (i, a) in raw.iter().enumerate() {
-        let b: &'a Buffer = &keep[i];
+        // SAFETY: each entry names a live buffer handle per the contract,
+        // which the caller keeps for the call (as every handle it passes).
+        let b: &'a Buffer = unsafe { borrow_with(a.buffer, || format!("accessors[{i}].buffer")) }?;
         let mode = mode_from(a.mode).map_err(|mut e| {
             e.message = format!("accessors[{i}] has {}", e.message);
             e
@@ -100,16 +95,12 @@ fn on_complete(
     )
 }
 
-unsafe fn one_request<'a>(
-    a: *const syrah_accessor,
-    what: &str,
-    keep: &'a mut smallvec::SmallVec<[Arc<Buffer>; 4]>,
-) -> Result<AccessReq<'a>> {
+unsafe fn one_request<'a>(a: *const syrah_accessor, what: &str) -> Result<AccessReq<'a>> {
     if a.is_null() {
         return Err(null(&format!("{what} (an accessor)")));
     }
     // SAFETY: forwarded contract.
-    let mut reqs = unsafe { requests(a, 1, keep) }?;
+    let mut reqs = unsafe { requests(a, 1) }?;
     reqs.pop()
         .ok_or_else(|| Error::new(Status::Internal, "accessor lost"))
 }
@@ -133,10 +124,9 @@ unsafe fn copy_host(
     if host.is_null() {
         return Err(null(if to_host { "destination" } else { "source" }));
     }
-    let mut keep = smallvec::SmallVec::new();
     let what = if to_host { "source" } else { "destination" };
     // SAFETY: forwarded contract.
-    let r = unsafe { one_request(acc, what, &mut keep) }?;
+    let r = unsafe { one_request(acc, what) }?;
     if to_host {
         reads_device(r.mode, "the source accessor")?;
     } else {
@@ -232,12 +222,10 @@ pub unsafe extern "C" fn syrah_queue_copy_accessor(
         // SAFETY: forwarded contract.
         let q = unsafe { borrow(queue, "queue") }?;
         super::graph::refuse_while_recording(q, "an explicit accessor copy or fill")?;
-        let mut k1 = smallvec::SmallVec::new();
-        let mut k2 = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
-        let s = unsafe { one_request(source, "source", &mut k1) }?;
+        let s = unsafe { one_request(source, "source") }?;
         // SAFETY: forwarded contract.
-        let d = unsafe { one_request(destination, "destination", &mut k2) }?;
+        let d = unsafe { one_request(destination, "destination") }?;
         reads_device(s.mode, "the source accessor")?;
         writes_device(d.mode, "the destination accessor")?;
         if s.buffer.view.elem != d.buffer.view.elem || s.range != d.range {
@@ -296,9 +284,8 @@ pub unsafe extern "C" fn syrah_queue_fill_accessor(
         }
         // SAFETY: forwarded contract.
         let pat = unsafe { slice(pattern.cast::<u8>(), pattern_size, "pattern") }?;
-        let mut keep = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
-        let r = unsafe { one_request(destination, "destination", &mut keep) }?;
+        let r = unsafe { one_request(destination, "destination") }?;
         writes_device(r.mode, "the filled accessor")?;
         if r.buffer.view.elem % pattern_size != 0 {
             return Err(Error::invalid(format!(

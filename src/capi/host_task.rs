@@ -74,9 +74,8 @@ pub unsafe extern "C" fn syrah_queue_submit_host_tasks(
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut buffers = smallvec::SmallVec::new();
         // SAFETY: forwarded contract.
-        let reqs = unsafe { requests(accessors, accessor_count, &mut buffers) }?;
+        let reqs = unsafe { requests(accessors, accessor_count) }?;
         if let Some(rec) = crate::runtime::graph::recording_of(&q) {
             if list.is_empty() {
                 return Err(Error::invalid(

@@ -190,6 +190,19 @@ pub(crate) unsafe fn borrow<'a, T>(p: *const T, what: &str) -> Result<&'a T> {
     Ok(unsafe { &*p })
 }
 
+/// Like [`borrow`], naming the argument only when it is bad.
+pub(crate) unsafe fn borrow_with<'a, T>(
+    p: *const T,
+    what: impl FnOnce() -> String,
+) -> Result<&'a T> {
+    if p.is_null() || validating() {
+        // SAFETY: forwarded contract.
+        return unsafe { borrow(p, &what()) };
+    }
+    // SAFETY: `p` came from `into_handle` and still holds a reference.
+    Ok(unsafe { &*p })
+}
+
 /// Like [`clone_arc`], naming the argument only when it is bad.
 pub(crate) unsafe fn clone_arc_with<T>(
     p: *const T,

@@ -331,13 +331,12 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
         }
         // SAFETY: checked non-null; readable per the contract.
         let nd = to_nd(unsafe { &*range })?;
-        let mut buffers = SmallVec::new();
         // A launch without accessors has nothing to look at (nor to move).
         let reqs = if accessor_count == 0 {
             SmallVec::new()
         } else {
             // SAFETY: forwarded contract.
-            unsafe { requests(accessors, accessor_count, &mut buffers) }?
+            unsafe { requests(accessors, accessor_count) }?
         };
         // Arguments bound to the kernel and accessor pitches made plain.
         // SAFETY: forwarded contract.

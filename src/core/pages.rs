@@ -64,6 +64,8 @@ pub struct Geometry {
     pub elem: usize,
     pub range: [usize; 3],
     pub page: [usize; 3],
+    /// Pages per dimension (worked out once: every page lookup needs them).
+    counts: [usize; 3],
 }
 
 /// Normalises a 1–3 dimensional extent to three dimensions (leading 1s).
@@ -111,6 +113,11 @@ impl Geometry {
             elem,
             range,
             page: p,
+            counts: [
+                range[0].div_ceil(p[0]),
+                range[1].div_ceil(p[1]),
+                range[2].div_ceil(p[2]),
+            ],
         })
     }
 
@@ -120,11 +127,7 @@ impl Geometry {
 
     /// Pages per dimension.
     pub fn pages(&self) -> [usize; 3] {
-        [
-            self.range[0].div_ceil(self.page[0]),
-            self.range[1].div_ceil(self.page[1]),
-            self.range[2].div_ceil(self.page[2]),
-        ]
+        self.counts
     }
 
     pub fn page_count(&self) -> usize {
@@ -297,8 +300,19 @@ pub fn new_bits(g: &Geometry, value: bool) -> PageBits {
 
 pub fn set_box(g: &Geometry, bits: &mut PageBits, b: &Box3, value: bool) {
     if b.count() == 1 {
-        // One page (most small buffers): no range to split into words.
-        bits.set(g.linear(b.lo), value);
+        // One page (most small buffers): one bit of one word.
+        let i = g.linear(b.lo);
+        let (word, mask) = (
+            i / usize::BITS as usize,
+            1usize << (i % usize::BITS as usize),
+        );
+        if let Some(w) = bits.as_raw_mut_slice().get_mut(word) {
+            if value {
+                *w |= mask;
+            } else {
+                *w &= !mask;
+            }
+        }
         return;
     }
     for z in b.lo[0]..b.hi[0] {
@@ -315,7 +329,12 @@ pub fn all_set(g: &Geometry, bits: &PageBits, b: &Box3) -> bool {
         return true;
     }
     if b.count() == 1 {
-        return bits[g.linear(b.lo)];
+        let i = g.linear(b.lo);
+        let (word, mask) = (
+            i / usize::BITS as usize,
+            1usize << (i % usize::BITS as usize),
+        );
+        return bits.as_raw_slice().get(word).is_some_and(|w| w & mask != 0);
     }
     for z in b.lo[0]..b.hi[0] {
         for y in b.lo[1]..b.hi[1] {
@@ -421,6 +440,26 @@ mod tests {
 
     fn g2(rows: usize, cols: usize, pr: usize, pc: usize) -> Geometry {
         Geometry::new(4, [1, rows, cols], [1, pr, pc]).expect("geometry")
+    }
+
+    #[test]
+    fn single_pages_are_set_and_read_as_their_bits() {
+        // 10 x 20 pages: 200 bits over four words; pages 63 and 64 on
+        // either side of a word boundary.
+        let g = g2(10, 20, 1, 1);
+        let mut bits = new_bits(&g, false);
+        for (k, &(r, c)) in [(0, 0), (3, 3), (3, 4), (9, 19), (6, 7)].iter().enumerate() {
+            let b = Box3::new([0, r, c], [1, r + 1, c + 1]);
+            assert!(!all_set(&g, &bits, &b));
+            set_box(&g, &mut bits, &b, true);
+            assert!(all_set(&g, &bits, &b));
+            assert!(bits[g.linear([0, r, c])]);
+            assert_eq!(bits.count_ones(), k + 1);
+        }
+        let b = Box3::new([0, 3, 4], [1, 4, 5]);
+        set_box(&g, &mut bits, &b, false);
+        assert!(!bits[g.linear([0, 3, 4])] && !all_set(&g, &bits, &b));
+        assert_eq!(bits.count_ones(), 4);
     }
 
     #[test]

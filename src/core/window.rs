@@ -93,11 +93,7 @@ mod tests {
     use super::*;
 
     fn geom(range: [usize; 3], elem: usize) -> Geometry {
-        Geometry {
-            elem,
-            range,
-            page: range,
-        }
+        Geometry::new(elem, range, range).expect("geometry")
     }
 
     #[test]

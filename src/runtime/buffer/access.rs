@@ -23,6 +23,13 @@ pub struct AccessReq<'a> {
     pub range: [usize; 3],
 }
 
+/// The prepared accessors of a command group, inline while few (moved
+/// whole on every launch).
+pub type PreparedList = SmallVec<[Prepared; 2]>;
+
+/// A command group's accessors, inline while few.
+pub type AccessReqs<'a> = SmallVec<[AccessReq<'a>; 2]>;
+
 /// Prepared accessor: its pages and the allocation it uses.
 pub struct Prepared {
     /// The command should keep its event (see `State::eventful`).
@@ -69,7 +76,7 @@ impl Queue {
         &self,
         reqs: &[AccessReq<'_>],
         waits: &mut Deps,
-    ) -> Result<SmallVec<[Prepared; 4]>> {
+    ) -> Result<PreparedList> {
         self.prepare_accesses_at(reqs, waits, None)
     }
 
@@ -81,8 +88,8 @@ impl Queue {
         reqs: &[AccessReq<'_>],
         waits: &mut Deps,
         mut on_lanes: Option<&mut LanePositions>,
-    ) -> Result<SmallVec<[Prepared; 4]>> {
-        let mut done: SmallVec<[Prepared; 4]> = SmallVec::with_capacity(reqs.len());
+    ) -> Result<PreparedList> {
+        let mut done = PreparedList::with_capacity(reqs.len());
         // One accessor (most launches): its storage's turn alone.
         if let [r] = reqs {
             let turn = r.buffer.owner.storage.take_turn();

@@ -49,6 +49,7 @@ impl Buffer {
         let storage = Arc::new(Storage {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             geom,
+            all_pages: geom.all_pages(),
             allocator: Mutex::new(allocator),
             orphaned: AtomicBool::new(false),
             turn: Arc::new(Mutex::new(())),
@@ -155,8 +156,12 @@ impl Buffer {
     /// The storage pages an element box of this view touches.
     pub fn pages_of(&self, offset: [usize; 3], range: [usize; 3]) -> Result<Box3> {
         self.view.check_elements(offset, range)?;
-        let sg = &self.owner.storage.geom;
+        let s = &self.owner.storage;
+        let sg = &s.geom;
         if self.view == *sg {
+            if offset == [0; 3] && range == sg.range {
+                return Ok(s.all_pages);
+            }
             return Ok(sg.page_box(offset, range));
         }
         let start = self.view.byte_offset(offset);

@@ -19,7 +19,9 @@ mod storage;
 mod transfer;
 mod window;
 
-pub use access::{held_storages, AccessReq, HostAccessor, HostPrepared, Prepared};
+pub use access::{
+    held_storages, AccessReq, AccessReqs, HostAccessor, HostPrepared, Prepared, PreparedList,
+};
 pub use alloc::views_work;
 pub use handle::native_of;
 pub use storage::{

@@ -195,7 +195,7 @@ impl Queue {
 
 /// Per accessor: its device pointer (0 without USM) and the memory object a
 /// kernel argument gets, if any.
-pub type AccessorArgs = smallvec::SmallVec<[(usize, Option<usize>); 8]>;
+pub type AccessorArgs = smallvec::SmallVec<[(usize, Option<usize>); 4]>;
 
 /// The kernel argument memory objects of `prepared`: a staged window's
 /// scratch memory, else what the accessor itself passes.

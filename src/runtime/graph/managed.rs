@@ -13,7 +13,7 @@ use super::{Action, Graph, NodeAccess};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::union_box;
-use crate::runtime::buffer::{AccessReq, Buffer, Deps, Mode, Prepared};
+use crate::runtime::buffer::{AccessReq, AccessReqs, Buffer, Deps, Mode, PreparedList};
 use crate::runtime::queue::{LanePositions, Queue};
 use smallvec::SmallVec;
 
@@ -124,7 +124,7 @@ fn mixed_views(graph: &Graph) -> Vec<u64> {
 
 /// The managed buffers, prepared for one submission on `q`.
 pub(crate) struct PreparedBuffers {
-    pub prepared: SmallVec<[Prepared; 4]>,
+    pub prepared: PreparedList,
     /// Per managed buffer: the device address of its element 0.
     pub bases: Vec<usize>,
 }
@@ -163,7 +163,7 @@ pub(crate) fn prepare(
                 })
         })
         .collect::<Result<Vec<Buffer>>>()?;
-    let reqs: SmallVec<[AccessReq<'_>; 4]> = managed
+    let reqs: AccessReqs<'_> = managed
         .iter()
         .zip(&buffers)
         .map(|(m, b)| AccessReq {

@@ -10,7 +10,7 @@ use crate::backend::{EventH, QueueH, RecNode};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::resolve_empty;
 use crate::core::graph::{NodeKind, PlanNode};
-use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, Buffer, Deps};
+use crate::runtime::buffer::{accessor_args, held_storages, AccessReq, AccessReqs, Buffer, Deps};
 use crate::runtime::event::Event;
 use crate::runtime::host_task::Task;
 use crate::runtime::queue::{LanePositions, Queue, Submitted};
@@ -353,7 +353,7 @@ impl ExecGraph {
                 })
             })
             .collect::<Result<Vec<Buffer>>>()?;
-        let reqs: SmallVec<[AccessReq<'_>; 4]> = node
+        let reqs: AccessReqs<'_> = node
             .accesses
             .iter()
             .zip(&buffers)
