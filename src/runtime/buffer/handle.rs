@@ -155,13 +155,14 @@ impl Buffer {
 
     /// The storage pages an element box of this view touches.
     pub fn pages_of(&self, offset: [usize; 3], range: [usize; 3]) -> Result<Box3> {
-        self.view.check_elements(offset, range)?;
         let s = &self.owner.storage;
+        if offset == [0; 3] && range == self.view.range {
+            // The whole view, which spans every byte of the storage.
+            return Ok(s.all_pages);
+        }
+        self.view.check_elements(offset, range)?;
         let sg = &s.geom;
         if self.view == *sg {
-            if offset == [0; 3] && range == sg.range {
-                return Ok(s.all_pages);
-            }
             return Ok(sg.page_box(offset, range));
         }
         let start = self.view.byte_offset(offset);

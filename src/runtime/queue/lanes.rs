@@ -120,7 +120,10 @@ impl Lane {
 impl Drop for GroupLane<'_> {
     fn drop(&mut self) {
         if let Some(q) = self.0 {
-            q.lanes.lock().group = None;
+            q.group.store(
+                super::state::GROUP_NONE,
+                std::sync::atomic::Ordering::Release,
+            );
         }
     }
 }

@@ -133,9 +133,34 @@ pub(crate) struct Lanes {
     pub(crate) next: usize,
     /// The last barrier: later commands wait for it.
     pub(crate) barrier: Option<Arc<Event>>,
-    /// While a command group is being submitted (`Some`): the lane its
-    /// first command went to, which the rest follow.
-    pub(crate) group: Option<Option<usize>>,
+}
+
+pub(crate) const GROUP_NONE: usize = 0;
+pub(crate) const GROUP_OPEN: usize = 1;
+pub(crate) const GROUP_LANE: usize = 2;
+
+impl Queue {
+    /// The command group being submitted, if any: `Some(None)` before its
+    /// first command, then `Some(Some(lane index))`. (The caller holds the
+    /// lanes' lock.)
+    pub(crate) fn group(&self) -> Option<Option<usize>> {
+        match self.group.load(std::sync::atomic::Ordering::Acquire) {
+            GROUP_NONE => None,
+            GROUP_OPEN => Some(None),
+            g => Some(Some(g - GROUP_LANE)),
+        }
+    }
+
+    /// Puts the command group being submitted, if it has no lane yet, on
+    /// lane `i`. (The caller holds the lanes' lock.)
+    pub(crate) fn group_on(&self, i: usize) {
+        let _ = self.group.compare_exchange(
+            GROUP_OPEN,
+            GROUP_LANE + i,
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+        );
+    }
 }
 
 /// Keeps the commands of one command group (its transfers and itself) on
@@ -169,6 +194,13 @@ pub struct Queue {
     pub(crate) me: std::sync::Weak<Queue>,
     pub(crate) inflight: Mutex<Inflight>,
     pub(crate) errors: Mutex<Vec<Error>>,
+    /// While a command group is being submitted: [`GROUP_OPEN`], then
+    /// [`GROUP_LANE`] plus the index of the lane its first command went
+    /// to, which the rest follow; [`GROUP_NONE`] otherwise. Read and moved
+    /// on under the lanes' lock; opened and closed without it (a plain
+    /// store each, where a launch through a buffer would otherwise lock
+    /// the lanes twice more).
+    pub(crate) group: std::sync::atomic::AtomicUsize,
     /// What a copy from ordinary host memory waits for on the host, on a
     /// device that reads such memory early (see `hazards`).
     pub(crate) host_hazards: Mutex<Vec<Arc<Event>>>,

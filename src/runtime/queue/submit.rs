@@ -5,7 +5,7 @@
 use super::lanes::{lanes_for, open_lane};
 use super::state::{
     AsyncHandler, GroupLane, Held, Inflight, Keep, Lane, LanePos, Lanes, Queue, Submitted,
-    GATED_LANES, QUIET_RUN, SCAN_MIN,
+    GATED_LANES, GROUP_NONE, GROUP_OPEN, QUIET_RUN, SCAN_MIN,
 };
 use crate::backend::{EventH, QueueH};
 use crate::core::error::{Error, Result, Status};
@@ -63,7 +63,6 @@ impl Queue {
                 list: vec![Lane::new(first)],
                 next: 0,
                 barrier: None,
-                group: None,
             }),
             timed_lanes,
             transfer,
@@ -79,6 +78,7 @@ impl Queue {
                 since_front: 0,
             }),
             errors: Mutex::new(Vec::new()),
+            group: std::sync::atomic::AtomicUsize::new(GROUP_NONE),
             host_hazards: Mutex::new(Vec::new()),
         });
         let mut qs = ctx.queues.lock();
@@ -285,7 +285,7 @@ impl Queue {
                 };
             let simple = all.iter().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
             let at = |lanes: &Lanes, id: u64| lanes.list.iter().position(|l| l.id == id);
-            let chosen = match (simple, self.in_order, lanes.group, follow) {
+            let chosen = match (simple, self.in_order, self.group(), follow) {
                 (false, ..) => None,
                 (true, true, ..) => Some(0),
                 (true, false, Some(Some(g)), None) => Some(g),
@@ -296,9 +296,7 @@ impl Queue {
                 (true, false, _, None) => Some(self.pick_lane(&mut lanes, &all, false)?),
             };
             if let Some(i) = chosen {
-                if let Some(g) = lanes.group.as_mut() {
-                    g.get_or_insert(i);
-                }
+                self.group_on(i);
                 let lane = &mut lanes.list[i];
                 let wl: SmallVec<[EventH; 8]> = all
                     .iter()
@@ -381,7 +379,8 @@ impl Queue {
         if self.in_order {
             return GroupLane(None);
         }
-        self.lanes.lock().group = Some(None);
+        self.group
+            .store(GROUP_OPEN, std::sync::atomic::Ordering::Release);
         GroupLane(Some(self))
     }
 
@@ -483,13 +482,11 @@ impl Queue {
             }
         }
         let blocking = all.iter().chain(&bridges).any(|d| d.blocks());
-        let i = match lanes.group {
+        let i = match self.group() {
             Some(Some(g)) if !blocking => g,
             _ => self.pick_lane(&mut lanes, &all, blocking)?,
         };
-        if let Some(g) = lanes.group.as_mut() {
-            g.get_or_insert(i);
-        }
+        self.group_on(i);
         // Commands without events before a gated one get a marker of their
         // own first: what waits for them must not wait for the gate.
         let sealed_first = if blocking && lanes.list[i].quiet() {
