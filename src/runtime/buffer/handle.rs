@@ -49,7 +49,6 @@ impl Buffer {
         let storage = Arc::new(Storage {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             geom,
-            all_pages: geom.all_pages(),
             allocator: Mutex::new(allocator),
             orphaned: AtomicBool::new(false),
             turn: Arc::new(Mutex::new(())),
@@ -158,7 +157,7 @@ impl Buffer {
         let s = &self.owner.storage;
         if offset == [0; 3] && range == self.view.range {
             // The whole view, which spans every byte of the storage.
-            return Ok(s.all_pages);
+            return Ok(s.geom.all_pages());
         }
         self.view.check_elements(offset, range)?;
         let sg = &s.geom;

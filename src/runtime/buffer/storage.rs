@@ -7,7 +7,7 @@ use super::host_blocks;
 use crate::backend::MemH;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
-use crate::core::pages::{Box3, Geometry, PageBits};
+use crate::core::pages::{Geometry, PageBits};
 use crate::core::pool::AllocCache;
 use crate::runtime::context::{CachedAlloc, Context};
 use crate::runtime::event::Event;
@@ -196,9 +196,6 @@ pub(crate) struct State {
 pub struct Storage {
     pub id: u64,
     pub geom: Geometry,
-    /// All of `geom`'s pages (what an accessor of the whole buffer
-    /// touches), worked out once.
-    pub all_pages: Box3,
     /// Taken (and its release called) once the memory is freed.
     pub(crate) allocator: Mutex<Option<Arc<Allocator>>>,
     /// The buffer's last handle has gone (see `free_when_idle`).

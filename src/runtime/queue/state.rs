@@ -151,8 +151,9 @@ impl Queue {
         }
     }
 
-    /// Puts the command group being submitted, if it has no lane yet, on
-    /// lane `i`. (The caller holds the lanes' lock.)
+    /// Puts the command group being submitted, which [`Queue::group`]
+    /// found without a lane, on lane `i`. (The caller holds the lanes'
+    /// lock; the group may have closed meanwhile, and stays closed.)
     pub(crate) fn group_on(&self, i: usize) {
         let _ = self.group.compare_exchange(
             GROUP_OPEN,

@@ -285,7 +285,8 @@ impl Queue {
                 };
             let simple = all.iter().all(|d| d.ctx_id == self.ctx.id && !d.blocks());
             let at = |lanes: &Lanes, id: u64| lanes.list.iter().position(|l| l.id == id);
-            let chosen = match (simple, self.in_order, self.group(), follow) {
+            let group = self.group();
+            let chosen = match (simple, self.in_order, group, follow) {
                 (false, ..) => None,
                 (true, true, ..) => Some(0),
                 (true, false, Some(Some(g)), None) => Some(g),
@@ -296,7 +297,9 @@ impl Queue {
                 (true, false, _, None) => Some(self.pick_lane(&mut lanes, &all, false)?),
             };
             if let Some(i) = chosen {
-                self.group_on(i);
+                if group == Some(None) {
+                    self.group_on(i);
+                }
                 let lane = &mut lanes.list[i];
                 let wl: SmallVec<[EventH; 8]> = all
                     .iter()
@@ -482,11 +485,14 @@ impl Queue {
             }
         }
         let blocking = all.iter().chain(&bridges).any(|d| d.blocks());
-        let i = match self.group() {
+        let group = self.group();
+        let i = match group {
             Some(Some(g)) if !blocking => g,
             _ => self.pick_lane(&mut lanes, &all, blocking)?,
         };
-        self.group_on(i);
+        if group == Some(None) {
+            self.group_on(i);
+        }
         // Commands without events before a gated one get a marker of their
         // own first: what waits for them must not wait for the gate.
         let sealed_first = if blocking && lanes.list[i].quiet() {
