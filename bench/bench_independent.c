@@ -10,8 +10,15 @@
  * (1.0: one at a time), the most kernels running at once, the host time
  * per submission and the wall time. Each buffer's result is checked.
  *
- * usage: bench_independent P.D [kernels] [buffers] [spin]
- *   spin: dependent integer steps per work-item (kernel length). */
+ * The paths take turns over the rounds, each round starting with the next
+ * path, so that a drift of the driver or the machine over the run (and
+ * the first run's warming of the driver) falls on all of them alike; the
+ * table gives each path's medians, and the ratio of Syrah's wall time to
+ * the better raw path's is the median of the rounds' ratios.
+ *
+ * usage: bench_independent P.D [kernels] [buffers] [spin] [rounds]
+ *   spin: dependent integer steps per work-item (kernel length);
+ *   rounds: default 5, at most 16. */
 #include "bench_common.h"
 
 static const char *source =
@@ -22,7 +29,7 @@ static const char *source =
     "  p[i] = x;\n"
     "}\n";
 
-enum { ELEMS = 64, RAW_QUEUES = 4 };
+enum { ELEMS = 64, RAW_QUEUES = 4, MAX_ROUNDS = 16 };
 
 typedef struct {
   double concurrency, submit_us, wall_ms, kernel_us;
@@ -30,7 +37,7 @@ typedef struct {
   int wrong;
 } result;
 
-static int kernels = 10000, buffers = 16, spin = 20000;
+static int kernels = 10000, buffers = 16, spin = 20000, rounds = 5;
 
 static cl_uint expected(cl_uint x, long steps) {
   long j;
@@ -247,31 +254,57 @@ static void run_syrah(const char *spec, result *r) {
 
 static const char *spec_json = "", *name_json = "";
 
-static void row(const char *what, const result *r) {
+/* The medians of `n` rounds of one path, and whether every round was
+ * right. */
+static result medians(const result *r, int n) {
+  double c[MAX_ROUNDS], k[MAX_ROUNDS], su[MAX_ROUNDS], w[MAX_ROUNDS], m[MAX_ROUNDS];
+  result out;
+  int i;
+  memset(&out, 0, sizeof out);
+  for (i = 0; i < n; ++i) {
+    c[i] = r[i].concurrency;
+    k[i] = r[i].kernel_us;
+    su[i] = r[i].submit_us;
+    w[i] = r[i].wall_ms;
+    m[i] = r[i].max_running;
+    out.wrong += r[i].wrong;
+  }
+  out.concurrency = median(c, n);
+  out.kernel_us = median(k, n);
+  out.submit_us = median(su, n);
+  out.wall_ms = median(w, n);
+  out.max_running = (int)median(m, n);
+  return out;
+}
+
+static void row(const char *what, const result *r, double ratio) {
   printf("| %s | %.2f | %d | %.1f | %.2f | %.1f | %s |\n", what, r->concurrency, r->max_running, r->kernel_us,
          r->submit_us, r->wall_ms, r->wrong ? "WRONG" : "ok");
   bench_json("{\"bench\":\"independent\",\"device\":\"%s\",\"device_name\":\"%s\",\"path\":\"%s\","
              "\"concurrency\":%.4f,\"most_at_once\":%d,\"kernel_us\":%.3f,\"submit_us\":%.4f,\"wall_ms\":%.4f,"
-             "\"ok\":%s}",
+             "\"rounds\":%d,\"wall_vs_best_raw\":%.4f,\"ok\":%s}",
              spec_json, name_json, what, r->concurrency, r->max_running, r->kernel_us, r->submit_us, r->wall_ms,
-             r->wrong ? "false" : "true");
+             rounds, ratio, r->wrong ? "false" : "true");
 }
 
 int main(int argc, char **argv) {
   unsigned p = 0, d = 0;
-  char name[256];
+  char name[256], line[1024];
   const syrah_device *dev;
-  result raw_ooo, raw_q, sy;
+  result raw_ooo[MAX_ROUNDS], raw_q[MAX_ROUNDS], sy[MAX_ROUNDS], m_sy, m_q, m_ooo;
+  double sw[MAX_ROUNDS], best[MAX_ROUNDS], ratio, lo, hi;
   cl_platform_id plats[16];
   cl_device_id devs[16];
   cl_uint np = 0, nd = 0;
   cl_command_queue_properties qp = 0;
-  int has_ooo;
+  int has_ooo, i, j, paths;
   if (argc > 2) kernels = atoi(argv[2]);
   if (argc > 3) buffers = atoi(argv[3]);
   if (argc > 4) spin = atoi(argv[4]);
-  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || kernels < 1 || buffers < 1 || spin < 0) {
-    fprintf(stderr, "usage: bench_independent P.D [kernels] [buffers] [spin]\n");
+  if (argc > 5) rounds = atoi(argv[5]);
+  if (argc < 2 || sscanf(argv[1], "%u.%u", &p, &d) != 2 || kernels < 1 || buffers < 1 || spin < 0 || rounds < 1 ||
+      rounds > MAX_ROUNDS) {
+    fprintf(stderr, "usage: bench_independent P.D [kernels] [buffers] [spin] [rounds 1..16]\n");
     return 2;
   }
   SY_OK(syrah_device_select_by_string(argv[1], &dev));
@@ -287,18 +320,43 @@ int main(int argc, char **argv) {
   CL_OK(clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd));
   CL_OK(clGetDeviceInfo(devs[d], CL_DEVICE_QUEUE_PROPERTIES, sizeof qp, &qp, NULL));
   has_ooo = (qp & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
-  run_syrah(argv[1], &sy);
-  run_raw(p, d, 0, &raw_q);
-  if (has_ooo) run_raw(p, d, 1, &raw_ooo);
+  paths = has_ooo ? 3 : 2;
+  memset(raw_ooo, 0, sizeof raw_ooo);
+  for (i = 0; i < rounds; ++i)
+    for (j = 0; j < paths; ++j) switch ((i + j) % paths) {
+        case 0:
+          run_syrah(argv[1], &sy[i]);
+          break;
+        case 1:
+          run_raw(p, d, 0, &raw_q[i]);
+          break;
+        default:
+          run_raw(p, d, 1, &raw_ooo[i]);
+      }
+  for (i = 0; i < rounds; ++i) {
+    sw[i] = sy[i].wall_ms;
+    best[i] = raw_q[i].wall_ms;
+    if (has_ooo && raw_ooo[i].wall_ms < best[i]) best[i] = raw_ooo[i].wall_ms;
+  }
+  ratio = median_ratio(sw, best, rounds);
+  ratio_spread(sw, best, rounds, &lo, &hi);
+  m_sy = medians(sy, rounds);
+  m_q = medians(raw_q, rounds);
+  m_ooo = medians(raw_ooo, rounds);
   printf("## %d independent kernels over %d buffers, %d steps each, device %s (%s)\n\n", kernels, buffers, spin,
          argv[1], name);
+  printf("Medians of %d rounds, the paths taking turns.\n\n", rounds);
   printf("| path | concurrency | most at once | kernel µs | submit µs | wall ms | result |\n"
          "|---|---|---|---|---|---|---|\n");
-  row("Syrah, out-of-order queue, accessors", &sy);
-  row("raw OpenCL, 4 in-order queues, events", &raw_q);
+  row("Syrah, out-of-order queue, accessors", &m_sy, ratio);
+  row("raw OpenCL, 4 in-order queues, events", &m_q, 0);
   if (has_ooo)
-    row("raw OpenCL, out-of-order queue, events", &raw_ooo);
+    row("raw OpenCL, out-of-order queue, events", &m_ooo, 0);
   else
     printf("| raw OpenCL, out-of-order queue | skipped: the device has no out-of-order queues | | | | | |\n");
-  return sy.wrong || raw_q.wrong || (has_ooo && raw_ooo.wrong);
+  format_rounds(line, sizeof line, sw, best, rounds);
+  printf("\nSyrah's wall time against the better raw path's: %.3f (median of the rounds' ratios; rounds %.3f to "
+         "%.3f)\n- rounds, Syrah/raw ms: %s\n",
+         ratio, lo, hi, line);
+  return m_sy.wrong || m_q.wrong || (has_ooo && m_ooo.wrong);
 }
