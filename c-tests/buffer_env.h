@@ -55,16 +55,6 @@ static inline void env_close(env *e) {
   if (e->ctx) syrah_context_release(e->ctx);
 }
 
-static inline syrah_accessor acc1(syrah_buffer *b, syrah_access_mode m, size_t off, size_t n) {
-  syrah_accessor a;
-  memset(&a, 0, sizeof a);
-  a.buffer = b;
-  a.mode = m;
-  a.offset[0] = off;
-  a.range[0] = n;
-  return a;
-}
-
 /* Runs `k` over `n` work-items with one accessor (and an int if `v`). */
 static inline syrah_status run1(env *e, syrah_kernel *k, syrah_accessor a, size_t n, const int *v, syrah_event **ev) {
   syrah_range r = syrah_range_1d(n);

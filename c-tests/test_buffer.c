@@ -32,11 +32,11 @@ static void test_basics(const syrah_device *d) {
   EXPECT_EQ(s.host_to_device_bytes, 0); /* nothing moves before a device uses it */
 
   /* First use: one copy of the whole buffer; a second use moves nothing. */
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   s = stats(b);
   EXPECT_EQ(s.host_to_device_bytes, N * sizeof(int));
   EXPECT_EQ(s.host_to_device_copies, 1);
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   s = stats(b);
   EXPECT_EQ(s.host_to_device_bytes, N * sizeof(int));
   EXPECT_EQ(s.device_to_host_bytes, 0);
@@ -72,20 +72,20 @@ static void test_basics(const syrah_device *d) {
     p[0] = -5; /* element 100 */
     EXPECT_OK(syrah_host_accessor_release(ha));
   }
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_EQ(stats(b).host_to_device_bytes, 2 * N * sizeof(int));
 
   /* Discard modes never transfer. */
-  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &seven, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &seven, NULL));
   EXPECT_EQ(stats(b).host_to_device_bytes, 2 * N * sizeof(int));
 
   /* Errors, before anything moves. */
-  EXPECT_ERR(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, N - 2, 4), 4, NULL, NULL),
+  EXPECT_ERR(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, N - 2, 4), 4, NULL, NULL),
              SYRAH_ERROR_INVALID_ARGUMENT, "does not fit");
-  EXPECT_ERR(run1(&e, e.twice, acc1(b, 9, 0, 0), N, NULL, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
+  EXPECT_ERR(run1(&e, e.twice, t_window(b, 9, 0, 0), N, NULL, NULL), SYRAH_ERROR_INVALID_ARGUMENT,
              "unknown access mode 9");
   {
-    syrah_accessor a = acc1(b, SYRAH_ACCESS_READ, 0, 0);
+    syrah_accessor a = t_window(b, SYRAH_ACCESS_READ, 0, 0);
     syrah_range r = syrah_range_1d(4);
     syrah_kernel_arg arg;
     arg.kind = SYRAH_ARG_ACCESSOR;
@@ -241,13 +241,13 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   }
   /* No data: reading moves nothing. */
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_EQ(stats(b).host_to_device_bytes, 0);
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   EXPECT_OK(syrah_host_accessor_release(ha));
   EXPECT_EQ(stats(b).device_to_host_bytes, N * sizeof(int)); /* the kernel wrote it */
   /* set_final_data to another pointer. */
-  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &v, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &v, NULL));
   EXPECT_OK(syrah_buffer_set_final_data(b, other));
   EXPECT_OK(syrah_buffer_release(b));
   for (i = 0, ok = 1; i < N; ++i) ok &= other[i] == 3;
@@ -258,7 +258,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   bd = t_desc1(N, host, SYRAH_HOST_COPY_IN);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   for (i = 0; i < N; ++i) host[i] = 99; /* reused at once */
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 20; /* 2 x the copied 10 */
   EXPECT_TRUE(ok);
@@ -277,7 +277,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
     int m;
     for (m = 0; m < 2; ++m) {
       REQUIRE_OK(syrah_buffer_create(&bd, &b));
-      EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+      EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
       EXPECT_OK(syrah_buffer_host_access(b, modes[m], NULL, NULL, &ha, (void **)&p));
       for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == 10;
       EXPECT_TRUE(ok);
@@ -295,7 +295,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   {
     int v = -3;
-    EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, N / 4, N / 4), N / 4, &v, NULL));
+    EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, N / 4, N / 4), N / 4, &v, NULL));
   }
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == (i >= N / 4 && i < N / 2 ? -3 : 5);
@@ -311,7 +311,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   /* Write-back turned off. */
   bd = t_desc1(N, host, SYRAH_HOST_WRITE_BACK);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_set_write_back(b, false));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_OK(syrah_queue_wait(e.q));
@@ -319,7 +319,7 @@ static void test_uninitialised_and_ownership(const syrah_device *d) {
   EXPECT_TRUE(ok);
   /* set_final_data(NULL) likewise. */
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_set_final_data(b, NULL));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_OK(syrah_queue_wait(e.q));
@@ -391,13 +391,13 @@ static void test_reuse(const syrah_device *d) {
   }
   for (i = 0; i < N; ++i) host[i] = i;
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, N), N, &v, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, N), N, &v, NULL));
   EXPECT_OK(syrah_buffer_get_device_pointer(b, e.q, &first));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   EXPECT_OK(syrah_host_accessor_release(ha));
   EXPECT_OK(syrah_buffer_release(b));
   REQUIRE_OK(syrah_buffer_create(&bd, &c));
-  EXPECT_OK(run1(&e, e.twice, acc1(c, SYRAH_ACCESS_READ_WRITE, 0, N), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(c, SYRAH_ACCESS_READ_WRITE, 0, N), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_get_device_pointer(c, e.q, &second));
   EXPECT_TRUE(first == second);
   EXPECT_OK(syrah_buffer_host_access(c, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
@@ -436,13 +436,13 @@ static void test_large_host_storage(const syrah_device *d) {
   }
   for (round = 0; round < 2; ++round, v += 4) {
     REQUIRE_OK(syrah_buffer_create(&bd, &b));
-    EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, L), L, &v, NULL));
+    EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, L), L, &v, NULL));
     EXPECT_TRUE(all_equal(b, L, v));
     EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ_WRITE, NULL, NULL, &ha, (void **)&p));
     if (p)
       for (i = 0; i < L; ++i) p[i] = i - round;
     EXPECT_OK(syrah_host_accessor_release(ha));
-    EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, L), L, NULL, NULL));
+    EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, L), L, NULL, NULL));
     EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
     for (i = 0, ok = p != NULL; ok && i < L; ++i) ok = p[i] == 2 * (i - round);
     EXPECT_TRUE(ok);
@@ -474,12 +474,12 @@ static void test_partial_discard(const syrah_device *d) {
   bd.page_size[0] = N / 4; /* four pages */
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   /* Elements [N/8, 5N/8): page 1 covered, pages 0 and 2 in part. */
-  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, N / 8, N / 2), N / 2, &v, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, N / 8, N / 2), N / 2, &v, NULL));
   s = stats(b);
   EXPECT_EQ(s.host_to_device_bytes, 2 * (N / 4) * sizeof(int));
   EXPECT_EQ(s.host_to_device_copies, 2);
   /* Covering whole pages moves nothing. */
-  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_READ_WRITE, 3 * N / 4, N / 4), N / 4, &v, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_READ_WRITE, 3 * N / 4, N / 4), N / 4, &v, NULL));
   EXPECT_EQ(stats(b).host_to_device_bytes, 2 * (N / 4) * sizeof(int));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
   for (i = 0, ok = 1; i < N; ++i) ok &= p[i] == ((i >= N / 8 && i < 5 * N / 8) || i >= 3 * N / 4 ? -1 : i);

@@ -22,10 +22,10 @@ static void test_dependencies(const syrah_device *d) {
   REQUIRE_OK(syrah_buffer_create(&bd, &a));
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   /* a = 1; a *= 2 (x3); b = a + 1: ordered by conflicts alone. */
-  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &one, NULL));
-  for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.twice, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
-  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
-  accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  EXPECT_OK(run1(&e, e.setv, t_window(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), N, &one, NULL));
+  for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.twice, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  accs[0] = t_window(a, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   two_accessor_args(args);
   EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &hb, (void **)&p));
@@ -38,8 +38,8 @@ static void test_dependencies(const syrah_device *d) {
   EXPECT_ERR(syrah_buffer_host_access(b, SYRAH_ACCESS_WRITE, NULL, NULL, &ha, (void **)&p),
              SYRAH_ERROR_INVALID_ARGUMENT, "still held");
   /* A kernel writing b waits for the held read accessor; one reading a does not. */
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, &k));
-  EXPECT_OK(run1(&e, e.twice, acc1(a, SYRAH_ACCESS_READ, 0, 0), N, NULL, &k2));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, &k));
+  EXPECT_OK(run1(&e, e.twice, t_window(a, SYRAH_ACCESS_READ, 0, 0), N, NULL, &k2));
   EXPECT_OK(syrah_event_wait(k2));
   t_sleep_ms(50);
   EXPECT_OK(syrah_event_get_status(k, &st));
@@ -51,7 +51,7 @@ static void test_dependencies(const syrah_device *d) {
   syrah_event_release(k2);
 
   /* update_host brings data home; a later host read moves nothing more. */
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   {
     syrah_buffer_stats before = stats(b);
     EXPECT_OK(syrah_buffer_update_host(b, &k));
@@ -114,27 +114,27 @@ static void test_without_events(const syrah_device *d) {
   }
   REQUIRE_OK(syrah_buffer_create(&bd, &a));
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
-  for (i = 0; i < 200; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  for (i = 0; i < 200; ++i) EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   /* Another queue reads a after them: b = a + 1 there. */
-  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
-  accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  accs[0] = t_window(a, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   two_accessor_args(args);
   EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
   EXPECT_TRUE(all_equal(b, M, 201));
   EXPECT_EQ(stats(a).device_to_host_bytes + stats(a).host_to_device_bytes, 0);
   EXPECT_EQ(stats(b).device_to_host_bytes, M * sizeof(int));
   /* A host accessor after more of them: one copy home. */
-  for (i = 0; i < 100; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  for (i = 0; i < 100; ++i) EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   EXPECT_TRUE(all_equal(a, M, 300));
   EXPECT_EQ(stats(a).device_to_host_bytes, M * sizeof(int));
   EXPECT_EQ(stats(a).device_to_host_copies, 1);
   /* A host task on another queue after more of them. */
-  for (i = 0; i < 10; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  for (i = 0; i < 10; ++i) EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   memset(&task, 0, sizeof task);
   task.run = task_read_first;
   task.user_data = &seen;
-  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
+  accs[0] = t_window(a, SYRAH_ACCESS_READ, 0, 0);
   EXPECT_OK(syrah_queue_submit_host_tasks(q2, accs, 1, &task, 1, NULL, 0, &ev));
   EXPECT_OK(syrah_event_wait(ev));
   syrah_event_release(ev);
@@ -143,7 +143,7 @@ static void test_without_events(const syrah_device *d) {
   /* Releasing a write-back buffer right after them writes their result. */
   memset(home, 0, sizeof home);
   REQUIRE_OK(syrah_buffer_create(&cd, &c));
-  for (i = 0; i < 100; ++i) EXPECT_OK(run1(&e, e.inc, acc1(c, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  for (i = 0; i < 100; ++i) EXPECT_OK(run1(&e, e.inc, t_window(c, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   EXPECT_OK(syrah_buffer_release(c));
   for (i = 0, ok = 1; i < M; ++i) ok &= home[i] == 100;
   EXPECT_TRUE(ok);
@@ -153,11 +153,11 @@ static void test_without_events(const syrah_device *d) {
     syrah_buffer *f = NULL;
     syrah_event *cev = NULL;
     REQUIRE_OK(syrah_buffer_create(&bd, &f));
-    for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
     EXPECT_OK(syrah_buffer_host_access(a, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
-    EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
-    accs[0] = acc1(b, SYRAH_ACCESS_READ, 0, 0);
-    accs[1] = acc1(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+    EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    accs[0] = t_window(b, SYRAH_ACCESS_READ, 0, 0);
+    accs[1] = t_window(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
     EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, &cev));
     EXPECT_EQ(status_within_5s(cev), SYRAH_EVENT_COMPLETE);
     EXPECT_OK(syrah_host_accessor_release(ha));
@@ -168,10 +168,10 @@ static void test_without_events(const syrah_device *d) {
   }
   /* A failure before them: the queue's wait reports it once. */
   task.run = task_refuse;
-  accs[0] = acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0);
+  accs[0] = t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_submit_host_tasks(e.q, accs, 1, &task, 1, NULL, 0, NULL));
   t_sleep_ms(50);
-  EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   EXPECT_ERR(syrah_queue_wait(e.q), SYRAH_ERROR_EXECUTION_FAILED, "reported failure");
   /* The kernel after the task fails with it. */
   EXPECT_TRUE(strstr(syrah_last_error_message(), "1 more") != NULL);
@@ -203,27 +203,27 @@ static void copies_without_events(const syrah_device *d, syrah_queue_flags flags
   REQUIRE_OK(syrah_buffer_create(&bd, &a));
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   REQUIRE_OK(syrah_buffer_create(&bd, &c));
-  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
   /* a += 1, b = a, b += 1, a = b: each round adds 2. */
   for (i = 0; i < 50; ++i) {
-    EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
-    wa = acc1(a, SYRAH_ACCESS_READ, 0, 0);
-    wb = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+    EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    wa = t_window(a, SYRAH_ACCESS_READ, 0, 0);
+    wb = t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
     EXPECT_OK(syrah_queue_copy_accessor(e.q, &wa, &wb, NULL, 0, NULL));
-    EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+    EXPECT_OK(run1(&e, e.inc, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
     wb.mode = SYRAH_ACCESS_READ;
     wa.mode = SYRAH_ACCESS_DISCARD_WRITE;
     EXPECT_OK(syrah_queue_copy_accessor(e.q, &wb, &wa, NULL, 0, NULL));
   }
   /* Another queue reads b after them: c = b + 1 there. */
-  accs[0] = acc1(b, SYRAH_ACCESS_READ, 0, 0);
-  accs[1] = acc1(c, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  accs[0] = t_window(b, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = t_window(c, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   two_accessor_args(args);
   EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
   EXPECT_TRUE(all_equal(c, M, 101));
   /* The host reads a right after a last copy into it. */
-  wb = acc1(b, SYRAH_ACCESS_READ, 0, 0);
-  wa = acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  wb = t_window(b, SYRAH_ACCESS_READ, 0, 0);
+  wa = t_window(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_copy_accessor(e.q, &wb, &wa, NULL, 0, NULL));
   EXPECT_TRUE(all_equal(a, M, 100));
   EXPECT_EQ(stats(a).device_to_host_bytes, M * sizeof(int));
@@ -265,7 +265,7 @@ static void quiet_work_around_a_queue_wait(const syrah_device *d, syrah_queue_fl
   }
   REQUIRE_OK(syrah_buffer_create(&bd, &a));
   REQUIRE_OK(syrah_buffer_create(&bd, &c));
-  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
   two_accessor_args(args);
   /* Round 0: ten launches, a queue wait, then c = a + 1 on the other
    * queue. Round 1: five more launches and c = a + 1 with no wait between.
@@ -273,11 +273,11 @@ static void quiet_work_around_a_queue_wait(const syrah_device *d, syrah_queue_fl
   for (round = 0; round < 3; ++round) {
     int launches = round == 0 ? 10 : round == 1 ? 5 : 0, want;
     for (i = 0; i < launches; ++i)
-      EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+      EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
     if (round != 1) EXPECT_OK(syrah_queue_wait(e.q));
     want = round == 0 ? 11 : 16;
-    accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
-    accs[1] = acc1(c, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+    accs[0] = t_window(a, SYRAH_ACCESS_READ, 0, 0);
+    accs[1] = t_window(c, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
     EXPECT_OK(syrah_queue_submit_kernel(q2, e.copyk, &r, accs, 2, args, 2, NULL, 0, &ev));
     EXPECT_EQ(status_within_5s(ev), SYRAH_EVENT_COMPLETE);
     syrah_event_release(ev);
@@ -328,23 +328,23 @@ static void test_gate_beside_quiet_launches(const syrah_device *d) {
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   REQUIRE_OK(syrah_buffer_create(&bd, &f));
   REQUIRE_OK(syrah_buffer_create(&bd, &g));
-  EXPECT_OK(run1(&e, e.setv, acc1(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
-  EXPECT_OK(run1(&e, e.setv, acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
-  for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, acc1(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(a, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0), M, &zero, NULL));
+  for (i = 0; i < 5; ++i) EXPECT_OK(run1(&e, e.inc, t_window(a, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   /* The host reads b; b = a + 1, which follows the launches on a, waits
    * for the release (and may go on their lane). */
   EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &hb, (void **)&pb));
   two_accessor_args(args);
-  accs[0] = acc1(a, SYRAH_ACCESS_READ, 0, 0);
-  accs[1] = acc1(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  accs[0] = t_window(a, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
   /* f = a + 1 needs only the launches on a, and goes without an event: it
    * must not join b's lane, behind the gate. g = f + 1, with an event,
    * shows that f finished. */
-  accs[1] = acc1(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  accs[1] = t_window(f, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, NULL));
-  accs[0] = acc1(f, SYRAH_ACCESS_READ, 0, 0);
-  accs[1] = acc1(g, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  accs[0] = t_window(f, SYRAH_ACCESS_READ, 0, 0);
+  accs[1] = t_window(g, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   EXPECT_OK(syrah_queue_submit_kernel(e.q, e.copyk, &r, accs, 2, args, 2, NULL, 0, &cev));
   EXPECT_EQ(status_within_5s(cev), SYRAH_EVENT_COMPLETE);
   syrah_event_release(cev);

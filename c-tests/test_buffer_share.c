@@ -61,14 +61,14 @@ static void test_shared_and_allocators(const syrah_device *d) {
   bd.shared_user_data = &still_shared_answer;
   still_shared_answer = true;
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_EQ(still_shared_calls, 1);
   for (i = 0, ok = 1; i < N; ++i) ok &= host[i] == 2;
   EXPECT_TRUE(ok);
   still_shared_answer = false;
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_OK(syrah_queue_wait(e.q));
   EXPECT_EQ(still_shared_calls, 2);
@@ -89,7 +89,7 @@ static void test_shared_and_allocators(const syrah_device *d) {
   EXPECT_EQ(cnt.allocs, 1);
   for (i = 0; i < N; ++i) p[i] = i;
   EXPECT_OK(syrah_host_accessor_release(ha));
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   /* A view of 16-byte elements over the same storage. */
   {
     size_t r = N / 4;
@@ -116,7 +116,7 @@ static void test_shared_and_allocators(const syrah_device *d) {
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   EXPECT_ERR(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p),
              SYRAH_ERROR_OUT_OF_HOST_MEMORY, "user's allocator returned no memory");
-  EXPECT_OK(run1(&e, e.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e, e.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_OK(syrah_queue_wait(e.q));
   EXPECT_EQ(settled(&cnt.releases, 1), 1);
@@ -154,7 +154,7 @@ static void test_pinned(const syrah_device *d) {
   for (i = 0; i < M; ++i) pin[i] = i;
   bd = t_desc1(M, pin, SYRAH_HOST_WRITE_BACK);
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
-  for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.inc, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
+  for (i = 0; i < 3; ++i) EXPECT_OK(run1(&e, e.inc, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), M, NULL, NULL));
   st = stats(b);
   EXPECT_EQ(st.host_to_device_bytes, M * sizeof(int));
   EXPECT_EQ(st.host_to_device_copies, 1);
@@ -200,7 +200,7 @@ static void copy_while_held(env *e1, env *e2, syrah_accessor a, syrah_buffer *dd
   syrah_range rn = syrah_range_1d(N);
   syrah_event *k1 = NULL;
   two[0] = a;
-  two[1] = acc1(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
+  two[1] = t_window(dd, SYRAH_ACCESS_DISCARD_WRITE, 0, 0);
   two_accessor_args(cargs);
   EXPECT_OK(syrah_queue_submit_kernel(e1->q, e1->copyk, &rn, two, 2, cargs, 2, NULL, 0, &k1));
   EXPECT_EQ(status_within_5s(k1), SYRAH_EVENT_COMPLETE);
@@ -236,13 +236,13 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
   bd.page_size[0] = N / 2; /* two pages */
   REQUIRE_OK(syrah_buffer_create(&bd, &b));
   /* Device 1 doubles the first half, device 2 the second: no conflict. */
-  EXPECT_OK(run1(&e1, e1.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, N / 2), N / 2, NULL, NULL));
-  EXPECT_OK(run1(&e2, e2.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, N / 2, N / 2), N / 2, NULL, NULL));
+  EXPECT_OK(run1(&e1, e1.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, N / 2), N / 2, NULL, NULL));
+  EXPECT_OK(run1(&e2, e2.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, N / 2, N / 2), N / 2, NULL, NULL));
   s = stats(b);
   EXPECT_EQ(s.host_to_device_bytes, 2 * half);
   EXPECT_EQ(s.host_to_device_copies, 2);
   /* Device 2 then uses everything: the first half comes from device 1. */
-  EXPECT_OK(run1(&e2, e2.twice, acc1(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
+  EXPECT_OK(run1(&e2, e2.twice, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, 0), N, NULL, NULL));
   s = stats(b);
   if (one_context) {
     EXPECT_EQ(s.device_to_device_bytes, half);
@@ -272,7 +272,7 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
     syrah_event *gate = NULL;
     syrah_kernel_arg args[2];
     syrah_range r = syrah_range_1d(1);
-    syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0);
+    syrah_accessor a = t_window(NULL, SYRAH_ACCESS_READ, 0, 0);
     const syrah_event *deps[1];
     int pitch = 0;
     bd = t_desc1(N, host, SYRAH_HOST_COPY_IN);
@@ -309,7 +309,7 @@ static void two_devices(const syrah_device *d1, const syrah_device *d2, bool one
     syrah_event *gate = NULL;
     syrah_kernel_arg args[2];
     syrah_range r = syrah_range_1d(1);
-    syrah_accessor a = acc1(NULL, SYRAH_ACCESS_READ, 0, 0);
+    syrah_accessor a = t_window(NULL, SYRAH_ACCESS_READ, 0, 0);
     syrah_buffer_desc dd_desc = t_desc1(N, NULL, SYRAH_HOST_NONE);
     const syrah_event *deps[1];
     int pitch = 0;
