@@ -298,14 +298,17 @@ pub fn new_bits(g: &Geometry, value: bool) -> PageBits {
     bitvec![usize, Lsb0; if value { 1 } else { 0 }; g.page_count()]
 }
 
+/// The word of a page map holding page `i`'s bit, and that bit's mask
+/// (the map's words are `usize`, first page in the lowest bit).
+fn word_bit(i: usize) -> (usize, usize) {
+    let w = usize::BITS as usize;
+    (i / w, 1usize << (i % w))
+}
+
 pub fn set_box(g: &Geometry, bits: &mut PageBits, b: &Box3, value: bool) {
     if b.count() == 1 {
         // One page (most small buffers): one bit of one word.
-        let i = g.linear(b.lo);
-        let (word, mask) = (
-            i / usize::BITS as usize,
-            1usize << (i % usize::BITS as usize),
-        );
+        let (word, mask) = word_bit(g.linear(b.lo));
         if let Some(w) = bits.as_raw_mut_slice().get_mut(word) {
             if value {
                 *w |= mask;
@@ -329,11 +332,7 @@ pub fn all_set(g: &Geometry, bits: &PageBits, b: &Box3) -> bool {
         return true;
     }
     if b.count() == 1 {
-        let i = g.linear(b.lo);
-        let (word, mask) = (
-            i / usize::BITS as usize,
-            1usize << (i % usize::BITS as usize),
-        );
+        let (word, mask) = word_bit(g.linear(b.lo));
         return bits.as_raw_slice().get(word).is_some_and(|w| w & mask != 0);
     }
     for z in b.lo[0]..b.hi[0] {
