@@ -25,23 +25,14 @@
 
 /// The dynamic shared memory that `__local` arguments are placed in.
 pub const DYN_SMEM: &str = "__syrah_dyn_smem";
+pub use crate::core::ptx::Param;
+use crate::core::ptx::{header_name, mentions, parse_param};
+
 /// Suffix of each kernel's hidden last parameter (the global offset).
 pub const OFFSET_SUFFIX: &str = "_syrah_offset";
 /// Bytes of the hidden parameter: the global offset in three 32-bit
 /// words, then the work dimensions.
 pub const OFFSET_BYTES: usize = 16;
-
-/// How a kernel takes one of its arguments in the translated PTX.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Param {
-    /// This many bytes by value (a scalar, vector or structure).
-    Value(usize),
-    /// A device address (a `__global` or `__constant` pointer).
-    Pointer,
-    /// Group-local memory: a 64-bit byte offset into the launch's dynamic
-    /// shared memory, which must be aligned to this many bytes.
-    Local(usize),
-}
 
 /// A kernel of a translated module: its name and arguments, without the
 /// hidden offset parameter that follows them.
@@ -140,39 +131,6 @@ pub fn translate(src: &str) -> Result<Translated, String> {
     Ok(Translated { ptx: out, entries })
 }
 
-/// The name declared by a header line `[.visible|.weak] KIND name(...`.
-fn header_name(t: &str, kind: &str) -> Option<String> {
-    let mut words = t.split_whitespace();
-    let mut w = words.next()?;
-    if w == ".visible" || w == ".weak" || w == ".extern" {
-        w = words.next()?;
-    }
-    if w != kind {
-        return None;
-    }
-    let rest: String = words.collect::<Vec<_>>().join(" ");
-    // A function returning a value: `.func (.param ...) name(`.
-    let rest = match rest.strip_prefix('(') {
-        Some(r) => r.split_once(')').map(|(_, n)| n.trim().to_string())?,
-        None => rest,
-    };
-    let name: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$' || *c == '.')
-        .collect();
-    (!name.is_empty()).then_some(name)
-}
-
-/// Whether `t` names `param` as a whole word.
-fn mentions(t: &str, param: &str) -> bool {
-    t.match_indices(param).any(|(at, _)| {
-        let before = t[..at].chars().next_back();
-        let after = t[at + param.len()..].chars().next();
-        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$');
-        !word(before) && !word(after)
-    })
-}
-
 /// The kernel header rewritten (a `__local` pointer becomes a 64-bit
 /// offset, the hidden offset parameter is added last), with the kernel's
 /// arguments and its `__local` parameter names.
@@ -211,62 +169,6 @@ fn rewrite_entry(name: &str, header: &[String]) -> Result<(Entry, Vec<String>, S
         params,
     };
     Ok((entry, local_names, text))
-}
-
-/// One parameter declaration: how the kernel takes it, and its name.
-fn parse_param(kernel: &str, decl: &str) -> Result<(Param, String), String> {
-    let words: Vec<&str> = decl.split_whitespace().collect();
-    let bad = || format!("kernel {kernel}: parameter '{decl}' is not understood");
-    if words.first() != Some(&".param") || words.len() < 3 {
-        return Err(bad());
-    }
-    let last = words[words.len() - 1];
-    if let Some(i) = words.iter().position(|w| *w == ".ptr") {
-        let space = words.get(i + 1).copied().unwrap_or("");
-        let align = words
-            .iter()
-            .position(|w| *w == ".align")
-            .and_then(|a| words.get(a + 1))
-            .and_then(|n| n.parse::<usize>().ok())
-            .unwrap_or(1);
-        return match space {
-            ".shared" => Ok((Param::Local(align.max(1)), last.to_string())),
-            ".global" | ".const" => Ok((Param::Pointer, last.to_string())),
-            _ => Err(bad()),
-        };
-    }
-    // An array of bytes: a structure by value, `.b8 name[N]`.
-    if let Some((pname, rest)) = last.split_once('[') {
-        let n = rest
-            .strip_suffix(']')
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(bad)?;
-        let elem = words
-            .iter()
-            .rev()
-            .nth(1)
-            .and_then(|w| type_bytes(w))
-            .ok_or_else(bad)?;
-        return Ok((Param::Value(n * elem), pname.to_string()));
-    }
-    let ty = words
-        .iter()
-        .skip(1)
-        .find_map(|w| type_bytes(w))
-        .ok_or_else(bad)?;
-    Ok((Param::Value(ty), last.to_string()))
-}
-
-/// The size in bytes of a PTX fundamental type name (`.u32`, `.f64`...).
-fn type_bytes(w: &str) -> Option<usize> {
-    let bits: usize = w
-        .strip_prefix(".u")
-        .or_else(|| w.strip_prefix(".s"))
-        .or_else(|| w.strip_prefix(".b"))
-        .or_else(|| w.strip_prefix(".f"))?
-        .parse()
-        .ok()?;
-    matches!(bits, 8 | 16 | 32 | 64).then_some(bits / 8)
 }
 
 /// `line` with the constant state space made global: a declaration of
@@ -516,20 +418,5 @@ mod tests {
         assert!(t.ptx.contains("\tcvta.global.u64\t%rd4, table;\n"));
         assert!(!t.ptx.contains("const"));
         assert_eq!(t.entries[0].params[2], Param::Pointer);
-    }
-
-    #[test]
-    fn names_are_matched_as_whole_words() {
-        assert!(mentions("ld.param.u64 %rd2, [k_param_1];", "k_param_1"));
-        assert!(!mentions("ld.param.u64 %rd2, [k_param_10];", "k_param_1"));
-        assert_eq!(
-            header_name(".visible .entry k_2(", ".entry").as_deref(),
-            Some("k_2")
-        );
-        assert_eq!(
-            header_name(".func  (.param .b32 func_retval0) f$1(", ".func").as_deref(),
-            Some("f$1")
-        );
-        assert_eq!(header_name(".entry", ".entry"), None);
     }
 }
