@@ -43,14 +43,15 @@ static void test_basics(const syrah_device *d) {
 
   /* The device pointer is stable, and a device USM pointer of the context;
    * a device without USM has none. */
-  if (t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+  if (t_buffer_pointers(d)) {
     EXPECT_OK(syrah_buffer_get_device_pointer(b, e.q, &dp1));
     EXPECT_OK(syrah_buffer_get_device_pointer(b, e.q, &dp2));
     EXPECT_TRUE(dp1 != NULL && dp1 == dp2);
     EXPECT_OK(syrah_get_pointer_type(e.ctx, dp1, &t));
     EXPECT_EQ(t, SYRAH_USM_ALLOC_DEVICE);
   } else {
-    EXPECT_ERR(syrah_buffer_get_device_pointer(b, e.q, &dp1), SYRAH_ERROR_FEATURE_NOT_SUPPORTED, "has no USM");
+    EXPECT_ERR(syrah_buffer_get_device_pointer(b, e.q, &dp1), SYRAH_ERROR_FEATURE_NOT_SUPPORTED,
+               t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS) ? "keeps buffers in memory objects" : "has no USM");
   }
 
   /* A host accessor brings the data home once. */
@@ -378,8 +379,8 @@ static void test_reuse(const syrah_device *d) {
     EXPECT_OK(syrah_buffer_release(b));
     b = NULL;
   }
-  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
-    t_skip("reuse of device allocations", "the device has no USM (strategy none)");
+  if (!t_buffer_pointers(d)) {
+    t_skip("reuse of device allocations", "buffers on the device are memory objects, without addresses");
     free(host);
     return;
   }

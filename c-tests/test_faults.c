@@ -45,7 +45,8 @@ typedef struct {
   syrah_queue *q;
   syrah_kernel *k;
   uint64_t strategy;
-  int cuda; /* the CUDA back end drives the device */
+  int cuda;    /* the CUDA back end drives the device */
+  int buf_mem; /* buffers on the device are memory objects */
 } env;
 
 /* The driver's codes for memory running out, and for a command it cannot
@@ -69,10 +70,12 @@ static const char *h2d_call(const env *e) {
                                                  : "clEnqueueWriteBuffer";
 }
 
-static const char *d2h_call(const env *e) {
-  if (e->cuda) return "cuMemcpyAsync";
-  return e->strategy == SYRAH_USM_STRATEGY_NONE ? "clEnqueueReadBuffer" : h2d_call(e);
-}
+/* The same for a buffer's storage, which is USM or a memory object. */
+static const char *buf_alloc_call(const env *e) { return e->buf_mem && !e->cuda ? "clCreateBuffer" : alloc_call(e); }
+
+static const char *buf_h2d_call(const env *e) { return e->buf_mem && !e->cuda ? "clEnqueueWriteBuffer" : h2d_call(e); }
+
+static const char *buf_d2h_call(const env *e) { return e->buf_mem && !e->cuda ? "clEnqueueReadBuffer" : h2d_call(e); }
 
 /* Arms a fault for one scenario: `call` fails on its next use, or on
  * every use until disarmed when `persistent` (as when memory runs out:
@@ -198,7 +201,7 @@ static void buffer_to_host(env *e) {
   syrah_buffer *b = new_buffer(&n, &host);
   syrah_host_accessor *ha = NULL;
   void *p = NULL;
-  const char *call = d2h_call(e);
+  const char *call = buf_d2h_call(e);
   if (!b) return;
   EXPECT_OK(t_launch_rw(e->q, e->k, b, n, 2, NULL));
   EXPECT_OK(syrah_queue_wait(e->q));
@@ -616,16 +619,17 @@ static void test_device(const syrah_device *d) {
     return;
   }
   REQUIRE_OK(syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_USM_STRATEGY, &e.strategy));
+  e.buf_mem = !t_buffer_pointers(d);
   REQUIRE_OK(syrah_context_create(&d, 1, &e.ctx));
   REQUIRE_OK(syrah_queue_create(e.ctx, d, SYRAH_QUEUE_IN_ORDER, NULL, NULL, &e.q));
   REQUIRE_OK(syrah_program_create_from_source(e.ctx, SRC, NULL, &p));
   REQUIRE_OK(syrah_kernel_create(p, "add", &e.k));
   EXPECT_OK(syrah_program_release(p));
 
-  buffer_to_device(&e, "buffer allocation on first use", alloc_call(&e), 1, oom(&e), 0);
-  buffer_to_device(&e, "buffer allocation, then a retry", alloc_call(&e), 1, oom(&e), 1);
-  buffer_to_device(&e, "buffer copy to the device", h2d_call(&e), 0, busy(&e), 0);
-  buffer_to_device(&e, "buffer copy to the device, then a retry", h2d_call(&e), 0, busy(&e), 1);
+  buffer_to_device(&e, "buffer allocation on first use", buf_alloc_call(&e), 1, oom(&e), 0);
+  buffer_to_device(&e, "buffer allocation, then a retry", buf_alloc_call(&e), 1, oom(&e), 1);
+  buffer_to_device(&e, "buffer copy to the device", buf_h2d_call(&e), 0, busy(&e), 0);
+  buffer_to_device(&e, "buffer copy to the device, then a retry", buf_h2d_call(&e), 0, busy(&e), 1);
   buffer_to_host(&e);
   kernel_enqueue(&e);
   if (e.strategy != SYRAH_USM_STRATEGY_NONE) {

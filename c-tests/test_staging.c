@@ -123,7 +123,10 @@ static void test_buffer(const syrah_device *d, syrah_context *ctx, syrah_kernel 
   EXPECT_OK(syrah_queue_wait(q));
   EXPECT_OK(syrah_buffer_release(b));
   EXPECT_EQ(first_wrong(host, WORDS, 5, 7), (size_t)WORDS);
-  ran += 3; /* to the device, home for the accessor, home at release */
+  if (t_buffer_pointers(d))
+    ran += 3; /* to the device, home for the accessor, home at release */
+  else
+    t_skip("staged buffer copies", "buffers on the device are memory objects, which the driver copies");
   syrah_queue_release(q);
 }
 

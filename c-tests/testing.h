@@ -106,6 +106,12 @@ static inline bool t_has(const syrah_device *d, syrah_aspect a) {
   return syrah_device_has_aspect(d, a, &v) == SYRAH_SUCCESS && v;
 }
 
+/* Whether buffers on `d` live in USM memory with a device address. */
+static inline bool t_buffer_pointers(const syrah_device *d) {
+  uint64_t v = 0;
+  return syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BUFFER_POINTERS, &v) == SYRAH_SUCCESS && v != 0;
+}
+
 typedef void (*t_device_fn)(const syrah_device *device);
 
 /* The label of device `d` in messages: "P.D name, USM strategy". */

@@ -604,6 +604,15 @@ typedef uint32_t syrah_backend;
  */
 #define SYRAH_DEVICE_INFO_BACKEND 117
 
+/*
+ 1 when a buffer's storage on this device is USM memory, whose device
+ address `syrah_buffer_get_device_pointer` gives; 0 when it is a memory
+ object: on a device without USM, and on NVIDIA's OpenCL, whose kernels
+ take a memory object and an offset for an accessor (unless
+ `SYRAH_KERNEL_OFFSETS=off`).
+ */
+#define SYRAH_DEVICE_INFO_BUFFER_POINTERS 118
+
 #define SYRAH_USM_STRATEGY_NONE 0
 
 #define SYRAH_USM_STRATEGY_INTEL 1

@@ -160,6 +160,10 @@ pub enum ArgSet<'a> {
     Mem(MemH),
     /// A unified shared memory address (0: a null pointer).
     Usm(usize),
+    /// A memory object seen from a byte offset, for a pointer argument
+    /// with a hidden offset (see `Driver::kernel_offsets`); the runtime
+    /// sets the object and the offset as two parameters.
+    MemAt(MemH, usize),
 }
 
 impl ArgSet<'_> {
@@ -170,6 +174,7 @@ impl ArgSet<'_> {
             ArgSet::Local(n) => format!("{n} bytes of local memory"),
             ArgSet::Usm(p) => format!("USM pointer {p:#x}"),
             ArgSet::Mem(_) => "buffer accessor".to_string(),
+            ArgSet::MemAt(_, off) => format!("buffer accessor at byte {off}"),
         }
     }
 }
@@ -442,6 +447,15 @@ pub trait Driver: Send + Sync {
 
     /// What `k` needs and prefers on `d`.
     fn kernel_facts(&self, k: KernelH, d: DeviceH) -> KernelFacts;
+
+    /// Per argument of kernel `name` of `p` (as the program spells it),
+    /// the index of a hidden parameter after the kernel's own that holds a
+    /// byte offset added to that pointer argument, set to 0 when a kernel
+    /// is made; empty where the kernel has none. With it, a memory object
+    /// and an offset stand for any address inside the object.
+    fn kernel_offsets(&self, _p: ProgramH, _name: &str) -> Vec<Option<u32>> {
+        Vec::new()
+    }
 
     /// Gives back the runtime's reference to `k`.
     fn release_kernel(&self, k: KernelH);

@@ -186,7 +186,7 @@ unsafe fn check_args(args: *const syrah_kernel_arg, count: usize, accessors: usi
 unsafe fn args_from<'a>(
     args: *const syrah_kernel_arg,
     count: usize,
-    accessor_ptrs: &[(usize, Option<usize>)],
+    accessor_ptrs: &[Arg<'static>],
     out: &mut SmallVec<[Arg<'a>; 8]>,
 ) -> Result<()> {
     // SAFETY: forwarded contract.
@@ -213,22 +213,16 @@ unsafe fn args_from<'a>(
             }
             SYRAH_ARG_USM => Ok(Arg::Usm(a.value as usize)),
             SYRAH_ARG_LOCAL => Ok(Arg::Local(a.size)),
-            SYRAH_ARG_ACCESSOR => accessor_ptrs
-                .get(a.size)
-                .map(|&(p, m)| match m {
-                    Some(m) => Arg::Mem(crate::backend::MemH(m)),
-                    None => Arg::Usm(p),
-                })
-                .ok_or_else(|| {
-                    Error::new(
-                        Status::KernelArguments,
-                        format!(
-                            "args[{i}] names accessor {} but the command group has {}",
-                            a.size,
-                            accessor_ptrs.len()
-                        ),
-                    )
-                }),
+            SYRAH_ARG_ACCESSOR => accessor_ptrs.get(a.size).copied().ok_or_else(|| {
+                Error::new(
+                    Status::KernelArguments,
+                    format!(
+                        "args[{i}] names accessor {} but the command group has {}",
+                        a.size,
+                        accessor_ptrs.len()
+                    ),
+                )
+            }),
             other => Err(Error::new(
                 Status::KernelArguments,
                 format!("args[{i}] has the unknown kind {other}"),
@@ -382,8 +376,9 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             let _group = q.group_lane();
             let mut on_lanes = crate::runtime::queue::LanePositions::new();
             let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
-            let staged = q.stage_windows(&prepared, &mut deps, &on_lanes)?;
-            let ptrs = crate::runtime::buffer::accessor_args(&prepared, &staged)?;
+            let offsets = k.takes_offsets();
+            let staged = q.stage_windows(&prepared, &mut deps, &on_lanes, offsets)?;
+            let ptrs = crate::runtime::buffer::accessor_args(&prepared, &staged, offsets)?;
             let mut a = SmallVec::new();
             // SAFETY: forwarded contract.
             unsafe { args_from(args, arg_count, &ptrs, &mut a) }?;

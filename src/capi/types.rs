@@ -129,6 +129,12 @@ pub const SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE: syrah_device_info = 116;
 /// The back end that drives the device (`SYRAH_BACKEND_*`): it decides
 /// what `syrah_host_task_get_native` returns.
 pub const SYRAH_DEVICE_INFO_BACKEND: syrah_device_info = 117;
+/// 1 when a buffer's storage on this device is USM memory, whose device
+/// address `syrah_buffer_get_device_pointer` gives; 0 when it is a memory
+/// object: on a device without USM, and on NVIDIA's OpenCL, whose kernels
+/// take a memory object and an offset for an accessor (unless
+/// `SYRAH_KERNEL_OFFSETS=off`).
+pub const SYRAH_DEVICE_INFO_BUFFER_POINTERS: syrah_device_info = 118;
 
 /// How a device provides USM.
 pub type syrah_usm_strategy = u32;

@@ -256,6 +256,9 @@ fn arg_for<'a>(
         }
         (Param::Pointer | Param::Value(8), ArgSet::Usm(a)) => Arg::Pointer(a as u64),
         (Param::Pointer | Param::Value(8), ArgSet::Mem(m)) => Arg::Pointer(ptr_of(m)),
+        (Param::Pointer | Param::Value(8), ArgSet::MemAt(m, off)) => {
+            Arg::Pointer(ptr_of(m).wrapping_add(off as u64))
+        }
         (Param::Local(_), ArgSet::Local(n)) if n > 0 => Arg::Local(n),
         (Param::Local(_), ArgSet::Local(_)) => return Err(wrong("group-local memory of 0 bytes")),
         (Param::Local(_), _) => return Err(wrong("it takes group-local memory (a size)")),
@@ -284,6 +287,7 @@ impl OwnedArg {
             ArgSet::Local(n) => OwnedArg::Local(n),
             ArgSet::Usm(p) => OwnedArg::Pointer(p as u64),
             ArgSet::Mem(m) => OwnedArg::Pointer(ptr_of(m)),
+            ArgSet::MemAt(m, off) => OwnedArg::Pointer(ptr_of(m).wrapping_add(off as u64)),
         }
     }
 

@@ -290,10 +290,11 @@ impl Driver for OpenCl {
         input: ProgramInput<'_>,
         options: &str,
     ) -> Result<ProgramH> {
-        super::program::build(ctx, devices, input, options)
+        super::offsets::build(ctx, devices, input, options)
     }
 
     fn release_program(&self, p: ProgramH) {
+        super::offsets::forget(p);
         if let Ok(api) = api() {
             // SAFETY: the caller owns one reference to the program.
             unsafe { (api.clReleaseProgram)(p.0 as cl_program) };
@@ -301,7 +302,7 @@ impl Driver for OpenCl {
     }
 
     fn program_binaries(&self, p: ProgramH) -> Result<Vec<Vec<u8>>> {
-        super::program::binaries(p)
+        super::offsets::binaries(p)
     }
 
     fn build_log(&self, p: ProgramH, d: DeviceH) -> String {
@@ -318,11 +319,15 @@ impl Driver for OpenCl {
         name: &str,
         usm: UsmStrategy,
     ) -> Result<(KernelH, u32, String)> {
-        super::program::kernel(p, name, usm)
+        super::offsets::kernel(p, name, usm)
     }
 
     fn kernel_facts(&self, k: KernelH, d: DeviceH) -> KernelFacts {
         super::program::facts(k, d)
+    }
+
+    fn kernel_offsets(&self, p: ProgramH, name: &str) -> Vec<Option<u32>> {
+        super::offsets::kernel_offsets(p, name)
     }
 
     fn release_kernel(&self, k: KernelH) {
@@ -399,7 +404,13 @@ impl Driver for OpenCl {
             },
             // SAFETY: a null value with a size reserves local memory.
             ArgSet::Local(n) => unsafe { (api.clSetKernelArg)(k, index, n, std::ptr::null()) },
-            ArgSet::Mem(m) => {
+            ArgSet::MemAt(_, off @ 1..) => {
+                return Err(Error::new(
+                    Status::Internal,
+                    format!("a memory object at byte {off} reached the driver as one argument"),
+                ))
+            }
+            ArgSet::Mem(m) | ArgSet::MemAt(m, 0) => {
                 let m = m.0 as cl_mem;
                 // SAFETY: a live memory object passed by value.
                 unsafe {

@@ -22,6 +22,7 @@ pub mod info;
 pub mod intel;
 pub mod loader;
 pub mod mem;
+pub mod offsets;
 pub mod program;
 pub mod record;
 pub mod usm;

@@ -152,7 +152,8 @@ pub unsafe fn update_arg(
         ArgSet::Bytes(b) => (b.as_ptr().cast(), b.len(), false),
         ArgSet::Local(n) => (std::ptr::null(), n, false),
         ArgSet::Usm(p) => (p as *const c_void, 0, true),
-        ArgSet::Mem(m) => {
+        ArgSet::MemAt(_, 1..) => return CL_INVALID_ARG_VALUE,
+        ArgSet::Mem(m) | ArgSet::MemAt(m, 0) => {
             mem = m.0 as cl_mem;
             (
                 (&mem as *const cl_mem).cast(),

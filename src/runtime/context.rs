@@ -31,6 +31,10 @@ pub struct Context {
     pub devices: Vec<&'static Device>,
     /// The USM strategy every device of the context shares.
     pub strategy: UsmStrategy,
+    /// Whether buffers' device storage is a memory object rather than USM:
+    /// without USM, and where every device's kernels take hidden offsets
+    /// (see `Device::kernel_offsets`).
+    pub buffers_on_mem: bool,
     pub registry: Mutex<Registry>,
     pub(crate) programs: Mutex<HashMap<ProgramKey, Arc<ProgramInner>>>,
     pub(crate) queues: Mutex<Vec<Weak<dyn QueueWork>>>,
@@ -116,6 +120,8 @@ impl Context {
             platform,
             devices: devices.to_vec(),
             strategy,
+            buffers_on_mem: strategy == UsmStrategy::None
+                || devices.iter().all(|d| d.kernel_offsets),
             registry: Mutex::new(Registry::new()),
             programs: Mutex::new(HashMap::new()),
             queues: Mutex::new(Vec::new()),

@@ -123,7 +123,7 @@ impl Queue {
                         }
                     }
                 }
-                Arg::Bytes(_) | Arg::Mem(_) => {}
+                Arg::Bytes(_) | Arg::Mem(_) | Arg::MemAt(..) => {}
             }
         }
         check_local_memory(
@@ -172,7 +172,20 @@ pub(crate) fn set_args(
     args: &[Arg<'_>],
 ) -> Result<()> {
     let driver = ctx.platform.driver;
-    let k = kernel.handle;
+    // A memory object for an argument that was an SVM pointer needs a new
+    // kernel object where buffers live in memory objects beside SVM.
+    if ctx.buffers_on_mem && ctx.strategy != UsmStrategy::None {
+        let svm_then_mem = args.iter().enumerate().any(|(i, a)| {
+            matches!(a, Arg::Mem(_) | Arg::MemAt(..))
+                && 1u64
+                    .checked_shl(i as u32)
+                    .is_some_and(|bit| st.svm & bit != 0)
+        });
+        if svm_then_mem {
+            kernel.renew(st)?;
+        }
+    }
+    let k = kernel.handle_now();
     let views_on = ctx.arg_views_on();
     if views_on {
         let generation = ctx
@@ -186,6 +199,7 @@ pub(crate) fn set_args(
         }
     }
     for (i, a) in args.iter().enumerate() {
+        let a = &hidden_offset(driver, ctx, kernel, st, i, *a)?;
         // Indices past 64 have no bits: they keep pointers.
         let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
         let now = st.set.get(i).copied().unwrap_or((0, 0));
@@ -248,6 +262,55 @@ pub(crate) fn set_args(
     Ok(())
 }
 
+/// Sets the hidden offset of argument `i` of `kernel` (where it has one)
+/// to what `a` says (0 unless a memory object at an offset), and returns
+/// the argument itself to set.
+fn hidden_offset<'a>(
+    driver: &'static dyn crate::backend::Driver,
+    ctx: &Context,
+    kernel: &Kernel,
+    st: &mut ArgState,
+    i: usize,
+    a: Arg<'a>,
+) -> Result<Arg<'a>> {
+    let off = match a {
+        Arg::MemAt(_, off) => off,
+        _ => 0,
+    };
+    match kernel.offsets.get(i).copied().flatten() {
+        Some(hidden) if st.offsets.get(i) != Some(&off) => {
+            let bytes = (off as u64).to_ne_bytes();
+            driver
+                .set_kernel_arg(kernel.handle_now(), ctx.strategy, hidden, Arg::Bytes(&bytes))
+                .map_err(|mut e| {
+                    e.message = format!(
+                        "setting the offset ({off} bytes) of argument {i} of kernel '{}' failed: {}",
+                        kernel.name, e.message
+                    );
+                    e
+                })?;
+            if let Some(o) = st.offsets.get_mut(i) {
+                *o = off;
+            }
+        }
+        Some(_) => {}
+        None if off != 0 => {
+            return Err(Error::new(
+                Status::Internal,
+                format!(
+                    "argument {i} of kernel '{}' has no hidden offset for an accessor {off} bytes into its buffer",
+                    kernel.name
+                ),
+            ))
+        }
+        None => {}
+    }
+    Ok(match a {
+        Arg::MemAt(m, _) => Arg::Mem(m),
+        a => a,
+    })
+}
+
 /// Enqueues `kernel` (its arguments already set) over `range` on `q`
 /// after `wl`; `ev` receives its event when given. `local_args`: it takes
 /// group-local memory arguments.
@@ -261,7 +324,7 @@ pub(crate) fn enqueue_ndrange(
 ) -> Result<()> {
     kernel.ctx.platform.driver.enqueue_kernel(
         q,
-        kernel.handle,
+        kernel.handle_now(),
         &kernel.name,
         local_args,
         range,

@@ -96,6 +96,12 @@ pub struct Device {
     /// about 1 µs per flush; nor on CUDA, where flushing does nothing.
     /// `SYRAH_FLUSH=each` flushes each on every OpenCL device.
     pub flush_each: bool,
+    /// Whether its kernels take a hidden byte offset after each global
+    /// pointer argument (NVIDIA's OpenCL; `SYRAH_KERNEL_OFFSETS=off` says
+    /// not): a buffer's storage there is then a memory object, and an
+    /// accessor starting inside it is that object and an offset, with no
+    /// SVM memory resident on the host and no staging.
+    pub kernel_offsets: bool,
     /// The device (platform and device index) whose OpenCL compiler
     /// builds OpenCL C for this one, where its back end takes only
     /// binaries (the CUDA back end takes NVIDIA OpenCL's PTX).
@@ -406,6 +412,7 @@ fn load_device(
     }
     let double_fp: cl_ulong = info::device_scalar_or(api, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0);
     let vendor = info::device_string(api, id, CL_DEVICE_VENDOR).unwrap_or_default();
+    let kernel_offsets = crate::opencl::offsets::enabled_for(&vendor);
     let reads_host_early = match std::env::var("SYRAH_HOST_READS").as_deref() {
         Ok("early") => true,
         Ok("late") => false,
@@ -454,6 +461,7 @@ fn load_device(
         staging,
         reads_host_early,
         flush_each,
+        kernel_offsets,
         routes: Default::default(),
         compiler: None,
     })
@@ -588,6 +596,7 @@ fn cuda_device(
         reads_host_early: false,
         // A CUDA stream has nothing to flush.
         flush_each: false,
+        kernel_offsets: false,
         routes: Default::default(),
         compiler: twin.map(|t| (t.platform_index, t.index)),
     }

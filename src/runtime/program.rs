@@ -6,6 +6,7 @@ use super::platform::Device;
 use crate::backend::{KernelH, MemH, ProgramInput};
 use crate::core::error::{Error, Result, Status};
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A program handle: its context and the (possibly shared) build.
@@ -291,6 +292,8 @@ pub struct ArgState {
     /// argument went from an SVM pointer to a memory object, so such an
     /// argument is never given a view afterwards.
     pub svm: u64,
+    /// Per argument with a hidden offset: the offset set now.
+    pub offsets: Vec<usize>,
 }
 
 pub struct Kernel {
@@ -302,6 +305,12 @@ pub struct Kernel {
     /// "kernel 'name'", for events and messages.
     pub what: Arc<str>,
     pub num_args: u32,
+    /// Per argument, the hidden parameter holding its byte offset (see
+    /// `Driver::kernel_offsets`); empty where the kernel has none.
+    pub offsets: Vec<Option<u32>>,
+    /// A kernel object made to replace `handle` (0: none; see
+    /// [`Kernel::renew`]).
+    replaced: AtomicUsize,
     pub per_device: Vec<(&'static Device, KernelDeviceInfo)>,
     /// Arguments bound to the kernel (`syrah_kernel_set_arg`), by index:
     /// a launch takes those it does not give itself.
@@ -316,6 +325,10 @@ impl Drop for Kernel {
     fn drop(&mut self) {
         let driver = self.program.driver;
         driver.release_kernel(self.handle);
+        let replaced = *self.replaced.get_mut();
+        if replaced != 0 {
+            driver.release_kernel(KernelH(replaced));
+        }
         for m in self.lock.get_mut().held.drain(..) {
             if m != 0 {
                 // One reference taken when the argument was set.
@@ -347,6 +360,7 @@ impl Kernel {
                 )
             })
             .collect();
+        let offsets = driver.kernel_offsets(program.inner.handle, &real_name);
         Ok(Kernel {
             ctx: program.ctx.clone(),
             program: program.inner.clone(),
@@ -354,14 +368,54 @@ impl Kernel {
             what: Arc::from(format!("kernel '{real_name}'")),
             name: real_name,
             num_args,
+            offsets,
+            replaced: AtomicUsize::new(0),
             per_device,
             bound: Mutex::new(vec![None; num_args as usize]),
             lock: Mutex::new(ArgState {
                 held: vec![0; num_args as usize],
                 set: vec![(0, 0); num_args as usize],
+                offsets: vec![0; num_args as usize],
                 ..ArgState::default()
             }),
         })
+    }
+
+    /// The kernel object launches use now.
+    pub fn handle_now(&self) -> KernelH {
+        match self.replaced.load(Ordering::Acquire) {
+            0 => self.handle,
+            k => KernelH(k),
+        }
+    }
+
+    /// Whether an accessor starting inside a memory object reaches the
+    /// kernel as the object and a hidden offset.
+    pub fn takes_offsets(&self) -> bool {
+        !self.offsets.is_empty()
+    }
+
+    /// Replaces the kernel object by a new one with no arguments set (`st`,
+    /// the kernel's argument state, says so): NVIDIA's OpenCL refuses to
+    /// launch a kernel whose argument went from an SVM pointer to a memory
+    /// object. Commands already enqueued keep the old object alive.
+    pub(crate) fn renew(&self, st: &mut ArgState) -> Result<()> {
+        let driver = self.program.driver;
+        let (k, _, _) = driver.create_kernel(self.program.handle, &self.name, self.ctx.strategy)?;
+        let old = self.replaced.swap(k.0, Ordering::AcqRel);
+        if old != 0 {
+            driver.release_kernel(KernelH(old));
+        }
+        for m in st.held.iter_mut() {
+            if *m != 0 {
+                driver.release_mem(MemH(*m));
+                *m = 0;
+            }
+        }
+        st.set.iter_mut().for_each(|s| *s = (0, 0));
+        st.offsets.iter_mut().for_each(|o| *o = 0);
+        st.svm = 0;
+        Ok(())
     }
 
     pub fn info_for(&self, d: &Device) -> Result<KernelDeviceInfo> {

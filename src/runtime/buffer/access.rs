@@ -43,6 +43,8 @@ pub struct Prepared {
     pub ptr: usize,
     /// Byte offset of the accessor's first element in the buffer.
     pub offset: usize,
+    /// The allocation's memory object, whole (0: none).
+    pub mem: usize,
     /// Where a device without USM cannot view the buffer from the
     /// accessor's first element: the window to stage (see `window.rs`).
     /// Boxed: rare, and a prepared accessor is moved on every launch.
@@ -173,6 +175,7 @@ impl Queue {
         }
         let off = r.buffer.view.byte_offset(r.offset);
         let base = st.devs[alloc - 1].ptr;
+        let mem = st.devs[alloc - 1].mem.unwrap_or(0);
         let window =
             if base == 0 && window::needs_staging(off, st.devs[alloc - 1].device.base_align) {
                 Window::of(&r.buffer.view, r.offset, r.range).map(Box::new)
@@ -189,6 +192,7 @@ impl Queue {
             alloc,
             ptr: if base != 0 { base + off } else { 0 },
             offset: off,
+            mem,
             window,
             needs_data: r.mode.needs_data(),
             _turn: turn,

@@ -4,7 +4,6 @@
 
 use super::storage::{DevAlloc, HostMem, State, Storage, RELEASED_ALIVE};
 use crate::backend::{HostEnd, MemH, RectSide, Side};
-use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{self, Box3, Geometry, PageBits};
 use crate::core::registry::AllocKind;
@@ -48,8 +47,8 @@ pub(crate) fn ensure_dev(
     {
         return Ok(i + 1);
     }
-    let (p, mem) = if ctx.strategy == UsmStrategy::None {
-        // No USM: a plain memory object is the allocation.
+    let (p, mem) = if ctx.buffers_on_mem {
+        // A plain memory object is the allocation.
         let m = ctx
             .platform
             .driver

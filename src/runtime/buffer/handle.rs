@@ -201,10 +201,17 @@ impl Buffer {
         let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
         let p = st.devs[i - 1].ptr;
         if p == 0 {
+            let why = if q.ctx.strategy == crate::core::aspects::UsmStrategy::None {
+                "has no USM".to_string()
+            } else {
+                "keeps buffers in memory objects, which its kernels take with offsets \
+                 (SYRAH_KERNEL_OFFSETS=off keeps them in USM)"
+                    .to_string()
+            };
             return Err(Error::new(
                 Status::FeatureNotSupported,
                 format!(
-                    "device {} has no USM: its allocation of the buffer is a plain memory object, not a pointer",
+                    "device {} {why}: its allocation of the buffer is a plain memory object, not a pointer",
                     q.device.label()
                 ),
             ));

@@ -7,7 +7,7 @@
 use super::access::Prepared;
 use super::storage::{Deps, Token};
 use super::transfer::record;
-use crate::backend::{self, Driver, MemH, Side};
+use crate::backend::{self, ArgSet, Driver, MemH, Side};
 use crate::core::error::{Error, Result, Status};
 use crate::core::window::Window;
 use crate::runtime::queue::{LanePos, Queue, Submitted};
@@ -60,9 +60,10 @@ impl Queue {
         prepared: &[Prepared],
         deps: &mut Deps,
         on_lanes: &[LanePos],
+        offsets: bool,
     ) -> Result<StagedWindows> {
         let mut out = StagedWindows::default();
-        if prepared.iter().all(|p| p.window.is_none()) {
+        if offsets || prepared.iter().all(|p| p.window.is_none()) {
             return Ok(out);
         }
         let driver = self.driver();
@@ -193,20 +194,32 @@ impl Queue {
     }
 }
 
-/// Per accessor: its device pointer (0 without USM) and the memory object a
-/// kernel argument gets, if any.
-pub type AccessorArgs = smallvec::SmallVec<[(usize, Option<usize>); 4]>;
+/// Per accessor, the kernel argument it becomes: a device pointer, a
+/// memory object, or a memory object and the offset of the accessor's
+/// first element in it.
+pub type AccessorArgs = smallvec::SmallVec<[ArgSet<'static>; 4]>;
 
-/// The kernel argument memory objects of `prepared`: a staged window's
-/// scratch memory, else what the accessor itself passes.
-pub fn accessor_args(prepared: &[Prepared], staged: &StagedWindows) -> Result<AccessorArgs> {
+/// The kernel arguments of `prepared`: a staged window's scratch memory,
+/// else what the accessor itself passes; with `offsets` (the kernel takes
+/// hidden offsets), an accessor in a memory object passes the whole
+/// object and its offset.
+pub fn accessor_args(
+    prepared: &[Prepared],
+    staged: &StagedWindows,
+    offsets: bool,
+) -> Result<AccessorArgs> {
     // A plain loop: collecting results into a list costs several times
     // more than the one or two accessors of a launch.
     let mut out = AccessorArgs::new();
     for (i, p) in prepared.iter().enumerate() {
         out.push(match staged.mem_for(i) {
-            Some(m) => (0, Some(m)),
-            None => (p.ptr, p.arg_mem()?),
+            Some(m) => ArgSet::Mem(MemH(m)),
+            None if p.ptr != 0 => ArgSet::Usm(p.ptr),
+            None if offsets && p.mem != 0 => ArgSet::MemAt(MemH(p.mem), p.offset),
+            None => match p.arg_mem()? {
+                Some(m) => ArgSet::Mem(MemH(m)),
+                None => ArgSet::Usm(p.ptr),
+            },
         });
     }
     Ok(out)

@@ -141,20 +141,13 @@ impl Drop for ExecGraph {
 }
 
 /// A node's kernel arguments as the launch path takes them.
-pub(crate) fn args_of<'a>(
-    args: &'a [NodeArg],
-    accessors: &[(usize, Option<usize>)],
-) -> Vec<Arg<'a>> {
+pub(crate) fn args_of<'a>(args: &'a [NodeArg], accessors: &[Arg<'static>]) -> Vec<Arg<'a>> {
     args.iter()
         .map(|a| match a {
             NodeArg::Scalar(b) => Arg::Bytes(b),
             NodeArg::Usm(p) => Arg::Usm(*p),
             NodeArg::Local(n) => Arg::Local(*n),
-            NodeArg::Accessor(i) => match accessors.get(*i) {
-                Some(&(_, Some(m))) => Arg::Mem(crate::backend::MemH(m)),
-                Some(&(p, None)) => Arg::Usm(p),
-                None => Arg::Usm(0),
-            },
+            NodeArg::Accessor(i) => accessors.get(*i).copied().unwrap_or(Arg::Usm(0)),
         })
         .collect()
 }

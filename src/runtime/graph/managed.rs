@@ -10,7 +10,6 @@
 //! device pointers as arguments.
 
 use super::{Action, Graph, NodeAccess};
-use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::union_box;
 use crate::runtime::buffer::{AccessReq, AccessReqs, Buffer, Deps, Mode, PreparedList};
@@ -34,7 +33,8 @@ pub(crate) struct Managed {
 /// only, through one view, on a device with USM; a USM copy or fill as
 /// `direct::usm_op_direct` says.
 pub(crate) fn plan_buffers(graph: &Graph) -> (Vec<bool>, Vec<Managed>) {
-    let usm = graph.ctx.strategy != UsmStrategy::None;
+    // Buffers in memory objects have no device address to point nodes at.
+    let usm = !graph.ctx.buffers_on_mem;
     let mut direct: Vec<bool> = graph
         .nodes
         .iter()
@@ -196,7 +196,7 @@ pub(crate) fn accessor_pointers(
     managed: &[Managed],
     bases: &[usize],
     i: usize,
-) -> Vec<(usize, Option<usize>)> {
+) -> Vec<crate::backend::ArgSet<'static>> {
     graph.nodes[i]
         .accesses
         .iter()
@@ -207,7 +207,7 @@ pub(crate) fn accessor_pointers(
                 .and_then(|k| bases.get(k))
                 .copied()
                 .unwrap_or(0);
-            (base + a.view.byte_offset(a.offset), None)
+            crate::backend::ArgSet::Usm(base + a.view.byte_offset(a.offset))
         })
         .collect()
 }

@@ -379,8 +379,9 @@ impl ExecGraph {
                 let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
                 // Windows a device without USM cannot point into go
                 // through scratch memory, as in an eager launch.
-                let staged = q.stage_windows(&prepared, &mut deps, &on_lanes)?;
-                let ptrs = accessor_args(&prepared, &staged)?;
+                let offsets = kernel.takes_offsets();
+                let staged = q.stage_windows(&prepared, &mut deps, &on_lanes, offsets)?;
+                let ptrs = accessor_args(&prepared, &staged, offsets)?;
                 let a = args_of(&args, &ptrs);
                 let keep = (!prepared.is_empty())
                     .then(|| held_storages(prepared.iter().map(|p| &p.storage)));

@@ -1,0 +1,234 @@
+//! Kernels with hidden byte offsets on NVIDIA's OpenCL. A program built
+//! there has PTX as its binary; that PTX is rewritten (see
+//! `core::ptx::add_offsets`) and built again, so that a memory object and
+//! an offset stand for any address inside the object (sub-buffers there
+//! need 512-byte origins). Kept here, per rewritten program: its kernels'
+//! offset parameters and the binaries as the compiler wrote them, which
+//! are what the program gives out.
+//!
+//! OpenCL handles are opaque identifiers that only the driver interprets,
+//! so passing them on is not a dereference by this code.
+
+use super::ffi::*;
+use super::info;
+use super::loader::api;
+use crate::backend::{ContextH, DeviceH, KernelH, ProgramH, ProgramInput};
+use crate::core::aspects::UsmStrategy;
+use crate::core::error::{Error, Result};
+use crate::core::ptx::{add_offsets, OffsetEntry};
+use parking_lot::Mutex;
+use std::ffi::CString;
+use std::sync::Arc;
+
+/// A rewritten program: its kernels with offsets and the original
+/// binaries, one per device.
+struct Rewritten {
+    entries: Vec<OffsetEntry>,
+    original: Vec<Vec<u8>>,
+}
+
+/// The rewritten programs, by handle.
+static PROGRAMS: Mutex<Vec<(usize, Arc<Rewritten>)>> = Mutex::new(Vec::new());
+
+/// Whether kernels of a device of `vendor` get hidden offsets:
+/// NVIDIA's, unless `SYRAH_KERNEL_OFFSETS=off`.
+pub fn enabled_for(vendor: &str) -> bool {
+    vendor.contains("NVIDIA") && std::env::var("SYRAH_KERNEL_OFFSETS").as_deref() != Ok("off")
+}
+
+/// Whether a program for `devices` is to be rewritten.
+fn wanted(devices: &[(DeviceH, String)]) -> bool {
+    let Ok(api) = api() else {
+        return false;
+    };
+    !devices.is_empty()
+        && devices.iter().all(|(d, _)| {
+            info::device_string(api, d.0 as cl_device_id, CL_DEVICE_VENDOR)
+                .is_ok_and(|v| enabled_for(&v))
+        })
+}
+
+/// Builds a program (see `backend::Driver::build_program`), rewritten
+/// with offsets where its devices' kernels take them.
+pub fn build(
+    ctx: ContextH,
+    devices: &[(DeviceH, String)],
+    input: ProgramInput<'_>,
+    options: &str,
+) -> Result<ProgramH> {
+    let built = super::program::build(ctx, devices, input, options)?;
+    if matches!(input, ProgramInput::Il(_)) {
+        return Ok(built);
+    }
+    match rebuild(ctx, devices, built, options) {
+        Some(p) => {
+            if let Ok(api) = api() {
+                // SAFETY: the program built above, replaced by `p`.
+                unsafe { (api.clReleaseProgram)(built.0 as cl_program) };
+            }
+            Ok(p)
+        }
+        None => Ok(built),
+    }
+}
+
+/// The binaries of `p`, one per device: as the compiler wrote them where
+/// `p` was rewritten.
+pub fn binaries(p: ProgramH) -> Result<Vec<Vec<u8>>> {
+    find(p).map_or_else(|| super::program::binaries(p), |r| Ok(r.original.clone()))
+}
+
+/// Makes kernel `name` of `p` (see `backend::Driver::create_kernel`): its
+/// hidden offsets, if any, start at 0 and are not counted among its
+/// arguments.
+pub fn kernel(p: ProgramH, name: &str, usm: UsmStrategy) -> Result<(KernelH, u32, String)> {
+    let (k, n, real_name) = super::program::kernel(p, name, usm)?;
+    match zero_offsets(p, k, &real_name) {
+        Ok(hidden) => Ok((k, n.saturating_sub(hidden), real_name)),
+        Err(rc) => {
+            if let Ok(api) = api() {
+                // SAFETY: the kernel just made, released once.
+                unsafe { (api.clReleaseKernel)(k.0 as cl_kernel) };
+            }
+            Err(Error::opencl(rc, "clSetKernelArg (a hidden offset)"))
+        }
+    }
+}
+
+/// `built` (a built program for `devices`) rewritten with offsets and
+/// built with `options`, or `None` where nothing is to be rewritten or
+/// the rewrite does not build: the program then stays as it was, and its
+/// accessors at offsets are staged as on any driver.
+fn rebuild(
+    ctx: ContextH,
+    devices: &[(DeviceH, String)],
+    built: ProgramH,
+    options: &str,
+) -> Option<ProgramH> {
+    if !wanted(devices) {
+        return None;
+    }
+    let original = super::program::binaries(built).ok()?;
+    let mut texts = Vec::with_capacity(original.len());
+    let mut entries: Option<Vec<OffsetEntry>> = None;
+    for bin in &original {
+        let text = std::str::from_utf8(bin).ok()?.trim_end_matches('\0');
+        let (rewritten, found) = add_offsets(text);
+        if found.is_empty() || entries.as_ref().is_some_and(|e| *e != found) {
+            return None;
+        }
+        entries = Some(found);
+        let mut bytes = rewritten.into_bytes();
+        bytes.push(0);
+        texts.push(bytes);
+    }
+    let program = from_binaries(ctx, devices, &texts, options)?;
+    PROGRAMS.lock().push((
+        program.0,
+        Arc::new(Rewritten {
+            entries: entries?,
+            original,
+        }),
+    ));
+    Some(program)
+}
+
+/// A program built from one binary per device, or `None`.
+fn from_binaries(
+    ctx: ContextH,
+    devices: &[(DeviceH, String)],
+    bins: &[Vec<u8>],
+    options: &str,
+) -> Option<ProgramH> {
+    let api = api().ok()?;
+    let ids: Vec<cl_device_id> = devices.iter().map(|(d, _)| d.0 as cl_device_id).collect();
+    let lens: Vec<usize> = bins.iter().map(Vec::len).collect();
+    let ptrs: Vec<*const u8> = bins.iter().map(|b| b.as_ptr()).collect();
+    let mut status = vec![CL_SUCCESS; ids.len()];
+    let mut err = CL_SUCCESS;
+    let opts = CString::new(options).ok()?;
+    // SAFETY: one readable binary of the given length per device; the
+    // status list has one entry per device.
+    let p = unsafe {
+        (api.clCreateProgramWithBinary)(
+            ctx.0 as cl_context,
+            ids.len() as cl_uint,
+            ids.as_ptr(),
+            lens.as_ptr(),
+            ptrs.as_ptr(),
+            status.as_mut_ptr(),
+            &mut err,
+        )
+    };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the program just made, its devices and a NUL-terminated
+    // option string; no callback.
+    let rc = (err == CL_SUCCESS && status.iter().all(|&s| s == CL_SUCCESS)).then(|| unsafe {
+        (api.clBuildProgram)(
+            p,
+            ids.len() as cl_uint,
+            ids.as_ptr(),
+            opts.as_ptr(),
+            None,
+            std::ptr::null_mut(),
+        )
+    });
+    if rc == Some(CL_SUCCESS) {
+        return Some(ProgramH(p as usize));
+    }
+    // SAFETY: the program made above, released once.
+    unsafe { (api.clReleaseProgram)(p) };
+    None
+}
+
+fn find(p: ProgramH) -> Option<Arc<Rewritten>> {
+    PROGRAMS
+        .lock()
+        .iter()
+        .find(|(h, _)| *h == p.0)
+        .map(|(_, r)| r.clone())
+}
+
+/// Per argument of kernel `name` of `p`, the index of the hidden parameter
+/// holding its byte offset; empty where the kernel has none.
+pub fn kernel_offsets(p: ProgramH, name: &str) -> Vec<Option<u32>> {
+    find(p)
+        .and_then(|r| {
+            r.entries
+                .iter()
+                .find(|e| e.name == name)
+                .map(|e| e.offsets.clone())
+        })
+        .unwrap_or_default()
+}
+
+/// Sets every hidden offset of the new kernel `k` of `p` to 0; returns how
+/// many it has (they follow the kernel's own arguments).
+fn zero_offsets(p: ProgramH, k: KernelH, name: &str) -> std::result::Result<u32, cl_int> {
+    let offsets = kernel_offsets(p, name);
+    let api = api().map_err(|_| CL_INVALID_VALUE)?;
+    let zero = 0u64;
+    for &i in offsets.iter().flatten() {
+        // SAFETY: a live kernel and a readable 8-byte value for one of its
+        // 64-bit parameters.
+        let rc = unsafe {
+            (api.clSetKernelArg)(
+                k.0 as cl_kernel,
+                i,
+                std::mem::size_of::<u64>(),
+                (&zero as *const u64).cast(),
+            )
+        };
+        if rc != CL_SUCCESS {
+            return Err(rc);
+        }
+    }
+    Ok(offsets.iter().flatten().count() as u32)
+}
+
+/// Forgets `p`, released.
+pub fn forget(p: ProgramH) {
+    PROGRAMS.lock().retain(|(h, _)| *h != p.0);
+}
