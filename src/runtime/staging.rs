@@ -370,9 +370,31 @@ impl Queue {
         }
     }
 
+    /// Whether a copy of `size` bytes `way` between the ordinary host
+    /// memory at `host` and a memory object of this queue's device is
+    /// staged or timed (as [`Queue::staged_way`] says for USM).
+    pub(crate) fn staged_way_mem(
+        &self,
+        way: Way,
+        host: *const c_void,
+        size: usize,
+    ) -> Option<(Way, Route)> {
+        if !crate::core::staging::worth_it(self.device.staging, size)
+            || self.ctx.is_pinned(host, size)
+        {
+            return None;
+        }
+        match self.device.route(way, size) {
+            Route::Direct => None,
+            route => Some((way, route)),
+        }
+    }
+
     /// A copy between host memory and device memory through pinned chunks
     /// (or straight to the driver, timed or not: `how.1`), after `deps`,
-    /// as a host job; `keep` lives until it is done.
+    /// as a host job; `keep` lives until it is done. With `mem`, the device
+    /// side is that memory object, and its "address" (`dst` or `src`) is
+    /// the byte offset in it.
     ///
     /// # Safety
     /// Both ranges must be valid for `size` bytes until the copy completes.
@@ -386,6 +408,7 @@ impl Queue {
         deps: &[Arc<Event>],
         what: &str,
         keep: Keep,
+        mem: Option<crate::backend::MemH>,
     ) -> Result<Arc<Event>> {
         let me = self.me.upgrade().ok_or_else(|| {
             Error::new(Status::Internal, "a staged copy on a queue being dropped")
@@ -405,12 +428,22 @@ impl Queue {
                       ev: &mut cl_event| {
                     // SAFETY: `ev` is a live slot for the copy's event.
                     let slot = unsafe { crate::opencl::driver::event_slot(ev) };
-                    on.copy_cmd(
-                        crate::opencl::driver::queue_h(cq),
-                        to,
-                        from,
+                    let cq = crate::opencl::driver::queue_h(cq);
+                    let Some(m) = mem else {
+                        return on.copy_cmd(cq, to, from, len, HostEnd::Unknown, &[], slot);
+                    };
+                    // The device side is the memory object, at a byte offset.
+                    let side = |p: usize, device: bool| crate::backend::Side {
+                        mem: device.then_some(m),
+                        at: p,
+                    };
+                    let to_device = way == Way::ToDevice;
+                    on.driver().enqueue_copy(
+                        cq,
+                        side(to as usize, to_device),
+                        side(from as usize, !to_device),
                         len,
-                        HostEnd::Unknown,
+                        false,
                         &[],
                         slot,
                     )

@@ -160,6 +160,7 @@ impl Queue {
                     deps,
                     &format!("memcpy of {size} bytes"),
                     None,
+                    None,
                 )
             }
             .map(Submitted::Event);
@@ -193,8 +194,10 @@ impl Queue {
                     let how = (Way::ToDevice, Route::Direct);
                     let what = format!("memcpy of {size} bytes");
                     // SAFETY: forwarded from the caller.
-                    return unsafe { self.staged_copy(how, dst, src, size, deps, &what, None) }
-                        .map(Submitted::Event);
+                    return unsafe {
+                        self.staged_copy(how, dst, src, size, deps, &what, None, None)
+                    }
+                    .map(Submitted::Event);
                 }
             }
         }
@@ -261,7 +264,7 @@ impl Queue {
         let what: Arc<str> = what.into();
         if let Some(how) = self.staged_way(dst, src, size) {
             // SAFETY: forwarded from the caller.
-            return unsafe { self.staged_copy(how, dst, src, size, deps, &what, keep) };
+            return unsafe { self.staged_copy(how, dst, src, size, deps, &what, keep, None) };
         }
         self.submit(deps, what, keep, |q, wl, ev| {
             self.copy_cmd(q, dst, src, size, host, wl, Some(ev))

@@ -11,6 +11,7 @@ use crate::core::pages::{self, Box3, PageBits};
 use crate::runtime::context::Context;
 use crate::runtime::event::Event;
 use crate::runtime::queue::Queue;
+use crate::runtime::staging_pipe::Way;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -375,6 +376,35 @@ impl Queue {
             at: if mem.is_some() { off } else { base + off },
         };
         let (d, s) = (side(dst, d0), side(src, s0));
+        // Ordinary host memory and a memory object: through pinned chunks
+        // where the device stages such copies, as for USM.
+        let staged = match (d.mem, s.mem) {
+            (Some(m), None) => self
+                .staged_way_mem(Way::ToDevice, s.at as *const c_void, len)
+                .map(|how| (how, m)),
+            (None, Some(m)) => self
+                .staged_way_mem(Way::ToHost, d.at as *const c_void, len)
+                .map(|how| (how, m)),
+            _ => None,
+        };
+        if let Some((how, m)) = staged {
+            let what = format!("buffer copy of {len} bytes");
+            // SAFETY: the memory object and host memory cover the copied
+            // bytes, and the host memory outlives the copy (see Storage's
+            // drop); the device side's "address" is its offset.
+            return unsafe {
+                self.staged_copy(
+                    how,
+                    d.at as *mut c_void,
+                    s.at as *const c_void,
+                    len,
+                    deps,
+                    &what,
+                    None,
+                    Some(m),
+                )
+            };
+        }
         self.submit(
             deps,
             format!("buffer copy of {len} bytes"),
