@@ -991,7 +991,8 @@ syrah_status syrah_context_trim(const syrah_context *context, size_t *out_bytes)
  conflicting commands. The accessor's mode must read: read, read_write or
  discard_read_write. `destination` must hold the accessor's bytes until
  the copy completes; then `release(destination, user_data)` is called if
- given.
+ given, on a runtime thread, before `syrah_queue_wait` on the queue
+ returns.
  */
 syrah_status syrah_queue_copy_from_accessor(const syrah_queue *queue,
                                             const syrah_accessor *source,
@@ -1006,7 +1007,8 @@ syrah_status syrah_queue_copy_from_accessor(const syrah_queue *queue,
  Copies packed elements from `source` into the accessor's elements of the
  buffer. The accessor's mode must write: write, read_write, discard_write
  or discard_read_write. `source` must stay valid until the copy completes;
- then `release(source, user_data)` is called if given.
+ then `release(source, user_data)` is called if given, on a runtime
+ thread, before `syrah_queue_wait` on the queue returns.
  */
 syrah_status syrah_queue_copy_to_accessor(const syrah_queue *queue,
                                           const void *source,

@@ -74,10 +74,12 @@ fn writes_device(m: Mode, what: &str) -> Result<()> {
     }
 }
 
-/// Calls `release(ptr, user)` once `ev` has completed or failed: soon
-/// after, through the runtime's watcher (drivers' own completion callbacks
-/// can come milliseconds late).
+/// Calls `release(ptr, user)` once `ev`, a command of `q`, has completed
+/// or failed: soon after, through the runtime's watcher (drivers' own
+/// completion callbacks can come milliseconds late), and before a wait on
+/// `q` returns.
 fn on_complete(
+    q: &Queue,
     ev: &Arc<Event>,
     release: syrah_host_release_fn,
     ptr: usize,
@@ -85,7 +87,10 @@ fn on_complete(
 ) -> Result<()> {
     let Some(f) = release else { return Ok(()) };
     let user = user as usize;
-    crate::runtime::watch::when_done_new(
+    let q = q
+        .self_arc()
+        .ok_or_else(|| Error::new(Status::Internal, "a copy on a queue being dropped"))?;
+    q.after_command(
         ev,
         Box::new(move || {
             // SAFETY: the user's callback with the pointer and data they
@@ -136,7 +141,7 @@ unsafe fn copy_host(
     let deps = unsafe { super::event::deps_from(dependencies, dependency_count) }?;
     // SAFETY: the caller keeps the host memory valid per the contract.
     let ev = unsafe { q.copy_host_accessor(&r, host as usize, to_host, &deps) }?;
-    on_complete(&ev, release, host as usize, user_data)?;
+    on_complete(q, &ev, release, host as usize, user_data)?;
     // SAFETY: forwarded contract.
     unsafe { super::event::give_event(ev, out_event) };
     Ok(())
@@ -147,7 +152,8 @@ unsafe fn copy_host(
 /// conflicting commands. The accessor's mode must read: read, read_write or
 /// discard_read_write. `destination` must hold the accessor's bytes until
 /// the copy completes; then `release(destination, user_data)` is called if
-/// given.
+/// given, on a runtime thread, before `syrah_queue_wait` on the queue
+/// returns.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_queue_copy_from_accessor(
     queue: *const Queue,
@@ -178,7 +184,8 @@ pub unsafe extern "C" fn syrah_queue_copy_from_accessor(
 /// Copies packed elements from `source` into the accessor's elements of the
 /// buffer. The accessor's mode must write: write, read_write, discard_write
 /// or discard_read_write. `source` must stay valid until the copy completes;
-/// then `release(source, user_data)` is called if given.
+/// then `release(source, user_data)` is called if given, on a runtime
+/// thread, before `syrah_queue_wait` on the queue returns.
 #[no_mangle]
 pub unsafe extern "C" fn syrah_queue_copy_to_accessor(
     queue: *const Queue,

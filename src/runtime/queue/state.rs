@@ -202,6 +202,9 @@ pub struct Queue {
     /// store each, where a launch through a buffer would otherwise lock
     /// the lanes twice more).
     pub(crate) group: std::sync::atomic::AtomicUsize,
+    /// Host callbacks of this queue's commands (the release of a copy's
+    /// host memory) not yet run: a queue wait waits for them too.
+    pub(crate) callbacks: (Mutex<usize>, parking_lot::Condvar),
     /// What a copy from ordinary host memory waits for on the host, on a
     /// device that reads such memory early (see `hazards`).
     pub(crate) host_hazards: Mutex<Vec<Arc<Event>>>,

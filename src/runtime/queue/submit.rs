@@ -79,6 +79,7 @@ impl Queue {
             }),
             errors: Mutex::new(Vec::new()),
             group: std::sync::atomic::AtomicUsize::new(GROUP_NONE),
+            callbacks: (Mutex::new(0), parking_lot::Condvar::new()),
             host_hazards: Mutex::new(Vec::new()),
         });
         let mut qs = ctx.queues.lock();

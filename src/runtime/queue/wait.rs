@@ -84,6 +84,11 @@ impl crate::runtime::context::QueueWork for Queue {
     }
 }
 
+thread_local! {
+    /// How many queue callbacks this thread is running.
+    static IN_CALLBACK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Queue {
     /// Waits for every tracked command. Waiting on the commands' own events
     /// rather than calling clFinish keeps drivers that mishandle clFinish
@@ -181,7 +186,47 @@ impl Queue {
     /// error once: to the handler if there is one, else as the result.
     pub fn wait(self: &Arc<Self>) -> Result<()> {
         self.finish()?;
+        self.wait_callbacks();
         self.deliver_errors()
+    }
+
+    /// Runs `f`, a host callback of a command of this queue that a queue
+    /// wait is to wait for, once the command has ended (see
+    /// `watch::when_done_new`).
+    pub fn after_command(
+        self: &Arc<Self>,
+        ev: &Arc<Event>,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> Result<()> {
+        *self.callbacks.0.lock() += 1;
+        let q = self.clone();
+        let counted = Box::new(move || {
+            IN_CALLBACK.with(|c| c.set(c.get() + 1));
+            f();
+            IN_CALLBACK.with(|c| c.set(c.get() - 1));
+            q.callback_ran();
+        });
+        crate::runtime::watch::when_done_new(ev, counted).inspect_err(|_| self.callback_ran())
+    }
+
+    fn callback_ran(&self) {
+        let mut n = self.callbacks.0.lock();
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.callbacks.1.notify_all();
+        }
+    }
+
+    /// Waits until the host callbacks of this queue's ended commands have
+    /// run; not inside one of them, which would wait for itself.
+    fn wait_callbacks(&self) {
+        if IN_CALLBACK.with(|c| c.get()) > 0 {
+            return;
+        }
+        let mut n = self.callbacks.0.lock();
+        while *n > 0 {
+            self.callbacks.1.wait(&mut n);
+        }
     }
 
     /// Delivers collected errors without waiting.
