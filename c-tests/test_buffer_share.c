@@ -178,6 +178,55 @@ static void test_pinned(const syrah_device *d) {
   env_close(&e);
 }
 
+/* One kernel object shared by USM pointers and buffer accessors, in turn:
+ * a pointer, the whole buffer, a window inside it, a pointer again. Where
+ * buffers are memory objects and kernels take offsets (NVIDIA's OpenCL),
+ * the driver refuses a memory object for an argument that was an SVM
+ * pointer, so the kernel object is replaced; every element must be right. */
+static void test_usm_then_accessor(const syrah_device *d) {
+  enum { M = 4096, AT = 1001, LEN = 100 };
+  env e;
+  int *u = NULL, *host = NULL, v = 7, i, ok;
+  syrah_buffer *b = NULL;
+  syrah_buffer_desc bd;
+  syrah_kernel_arg arg;
+  syrah_range r = syrah_range_1d(M);
+  syrah_host_accessor *ha = NULL;
+  int *p = NULL;
+  if (!t_has(d, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS)) {
+    t_skip("one kernel given USM pointers and accessors in turn", "the device has no USM");
+    return;
+  }
+  if (!env_open(&e, d, SYRAH_QUEUE_IN_ORDER)) {
+    T_FAIL("setup: %s", syrah_last_error_message());
+    env_close(&e);
+    return;
+  }
+  host = (int *)calloc(M, sizeof(int));
+  REQUIRE_OK(syrah_malloc_device(e.ctx, d, M * sizeof(int), (void **)&u));
+  EXPECT_OK(syrah_queue_memset(e.q, u, 0, M * sizeof(int), NULL, 0, NULL));
+  arg = syrah_arg_usm(u);
+  EXPECT_OK(syrah_queue_launch(e.q, e.inc, &r, &arg, 1, NULL, 0, NULL));
+  bd = t_desc1(M, host, SYRAH_HOST_WRITE_BACK);
+  REQUIRE_OK(syrah_buffer_create(&bd, &b));
+  EXPECT_OK(run1(&e, e.setv, t_window(b, SYRAH_ACCESS_DISCARD_WRITE, 0, M), M, &v, NULL));
+  EXPECT_OK(run1(&e, e.inc, t_window(b, SYRAH_ACCESS_READ_WRITE, 0, M), M, NULL, NULL));
+  EXPECT_OK(run1(&e, e.inc, t_window(b, SYRAH_ACCESS_READ_WRITE, AT, LEN), LEN, NULL, NULL));
+  EXPECT_OK(syrah_queue_launch(e.q, e.inc, &r, &arg, 1, NULL, 0, NULL));
+  EXPECT_OK(syrah_buffer_host_access(b, SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p));
+  for (i = 0, ok = 1; p && i < M; ++i) ok &= p[i] == ((i >= AT && i < AT + LEN) ? 9 : 8);
+  EXPECT_TRUE(p != NULL && ok);
+  EXPECT_OK(syrah_host_accessor_release(ha));
+  EXPECT_OK(syrah_queue_memcpy(e.q, host, u, M * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e.q));
+  for (i = 0, ok = 1; i < M; ++i) ok &= host[i] == 2;
+  EXPECT_TRUE(ok);
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_free(e.ctx, u));
+  free(host);
+  env_close(&e);
+}
+
 /* Two devices: pages move between them, within one context directly and
  * between contexts through the host, exactly as the page bits require. */
 /* `b` (N ints) holds host[i] + 1 everywhere. */
@@ -373,6 +422,7 @@ static void test_two_devices(void) {
 int main(void) {
   t_for_each_device(test_shared_and_allocators);
   t_for_each_device(test_pinned);
+  t_for_each_device(test_usm_then_accessor);
   test_two_devices();
   return t_finish("test_buffer_share");
 }
