@@ -377,7 +377,7 @@ pub unsafe extern "C" fn syrah_queue_submit_kernel(
             let mut on_lanes = crate::runtime::queue::LanePositions::new();
             let prepared = q.prepare_accesses_at(&reqs, &mut deps, Some(&mut on_lanes))?;
             let offsets = k.takes_offsets();
-            let staged = q.stage_windows(&prepared, &mut deps, &on_lanes, offsets)?;
+            let staged = q.stage_windows(&reqs, &prepared, &mut deps, &on_lanes, offsets)?;
             let ptrs = crate::runtime::buffer::accessor_args(&prepared, &staged, offsets)?;
             let mut a = SmallVec::new();
             // SAFETY: forwarded contract.

@@ -7,7 +7,6 @@ use super::storage::{take_turns, Buffer, Deps, HostHold, Mode, State, Storage, T
 use super::transfer::{fetch, prune, prune_if, record, token_events};
 use crate::core::error::{Error, Result};
 use crate::core::pages::{self, Box3};
-use crate::core::window::{self, Window};
 use crate::runtime::event::Event;
 use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
 use parking_lot::Mutex;
@@ -45,10 +44,6 @@ pub struct Prepared {
     pub offset: usize,
     /// The allocation's memory object, whole (0: none).
     pub mem: usize,
-    /// Where a device without USM cannot view the buffer from the
-    /// accessor's first element: the window to stage (see `window.rs`).
-    /// Boxed: rare, and a prepared accessor is moved on every launch.
-    pub window: Option<Box<Window>>,
     /// The accessor needs the current contents (not a discard mode).
     pub needs_data: bool,
     /// The storage's turn, held until the command is recorded and this is
@@ -176,12 +171,6 @@ impl Queue {
         let off = r.buffer.view.byte_offset(r.offset);
         let base = st.devs[alloc - 1].ptr;
         let mem = st.devs[alloc - 1].mem.unwrap_or(0);
-        let window =
-            if base == 0 && window::needs_staging(off, st.devs[alloc - 1].device.base_align) {
-                Window::of(&r.buffer.view, r.offset, r.range).map(Box::new)
-            } else {
-                None
-            };
         let eventful = st.eventful;
         drop(st);
         Ok(Prepared {
@@ -193,7 +182,6 @@ impl Queue {
             ptr: if base != 0 { base + off } else { 0 },
             offset: off,
             mem,
-            window,
             needs_data: r.mode.needs_data(),
             _turn: turn,
         })

@@ -4,12 +4,12 @@
 //! scratch memory, and what it may have written is copied back as a
 //! rectangle after it (see `core::window`).
 
-use super::access::Prepared;
+use super::access::{AccessReq, Prepared};
 use super::storage::{Deps, Token};
 use super::transfer::record;
 use crate::backend::{self, ArgSet, Driver, MemH, Side};
 use crate::core::error::{Error, Result, Status};
-use crate::core::window::Window;
+use crate::core::window::{self, Window};
 use crate::runtime::queue::{LanePos, Queue, Submitted};
 
 /// Scratch memory for one window, released when dropped (the back end
@@ -51,19 +51,25 @@ impl StagedWindows {
 }
 
 impl Queue {
-    /// Copies the windows of `prepared` that need staging into scratch
-    /// memory, after what the command waits for (`deps`, and the commands
-    /// of this queue at `on_lanes`); the copies join `deps`, so the kernel
-    /// runs after them.
+    /// Copies the windows of `prepared` (the accessors `reqs`) that need
+    /// staging into scratch memory, after what the command waits for
+    /// (`deps`, and the commands of this queue at `on_lanes`); the copies
+    /// join `deps`, so the kernel runs after them. A window needs staging
+    /// where the accessor's allocation is a memory object that the device
+    /// cannot view from the accessor's first element, unless the kernel
+    /// takes hidden offsets (`offsets`).
     pub fn stage_windows(
         &self,
+        reqs: &[AccessReq<'_>],
         prepared: &[Prepared],
         deps: &mut Deps,
         on_lanes: &[LanePos],
         offsets: bool,
     ) -> Result<StagedWindows> {
         let mut out = StagedWindows::default();
-        if offsets || prepared.iter().all(|p| p.window.is_none()) {
+        let align = self.device.base_align;
+        let needs = |p: &Prepared| p.ptr == 0 && window::needs_staging(p.offset, align);
+        if offsets || !prepared.iter().any(needs) {
             return Ok(out);
         }
         let driver = self.driver();
@@ -71,16 +77,20 @@ impl Queue {
         for p in on_lanes {
             waits.extend(p.event()?);
         }
-        for (index, p) in prepared.iter().enumerate() {
-            let Some(window) = p.window.as_deref().copied() else {
+        for (index, (p, r)) in prepared.iter().zip(reqs).enumerate() {
+            let window = needs(p)
+                .then(|| Window::of(&r.buffer.view, r.offset, r.range))
+                .flatten();
+            let Some(window) = window else {
                 continue;
             };
-            let base = {
-                let st = p.storage.state.lock();
-                MemH(st.devs[p.alloc - 1].mem.ok_or_else(|| {
-                    Error::new(Status::Internal, "allocation without memory object")
-                })?)
-            };
+            if p.mem == 0 {
+                return Err(Error::new(
+                    Status::Internal,
+                    "allocation without memory object",
+                ));
+            }
+            let base = MemH(p.mem);
             let m = driver
                 .create_mem(self.ctx.handle(), window.scratch_bytes())
                 .map_err(|mut e| {

@@ -380,7 +380,7 @@ impl ExecGraph {
                 // Windows a device without USM cannot point into go
                 // through scratch memory, as in an eager launch.
                 let offsets = kernel.takes_offsets();
-                let staged = q.stage_windows(&prepared, &mut deps, &on_lanes, offsets)?;
+                let staged = q.stage_windows(&reqs, &prepared, &mut deps, &on_lanes, offsets)?;
                 let ptrs = accessor_args(&prepared, &staged, offsets)?;
                 let a = args_of(&args, &ptrs);
                 let keep = (!prepared.is_empty())
