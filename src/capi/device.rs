@@ -244,9 +244,7 @@ pub unsafe extern "C" fn syrah_device_get_info_u64(
                 }
             }
             SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE => u64::from(d.command_buffer_mutable),
-            SYRAH_DEVICE_INFO_BUFFER_POINTERS => {
-                u64::from(d.strategy != UsmStrategy::None && !d.kernel_offsets)
-            }
+            SYRAH_DEVICE_INFO_BUFFER_POINTERS => u64::from(!d.buffers_in_mem()),
             SYRAH_DEVICE_INFO_BACKEND => match d.platform()?.driver.name() {
                 "CUDA" => u64::from(SYRAH_BACKEND_CUDA),
                 _ => u64::from(SYRAH_BACKEND_OPENCL),

@@ -121,7 +121,7 @@ impl Context {
             devices: devices.to_vec(),
             strategy,
             buffers_on_mem: strategy == UsmStrategy::None
-                || devices.iter().all(|d| d.kernel_offsets),
+                || devices.iter().all(|d| d.buffers_in_mem()),
             registry: Mutex::new(Registry::new()),
             programs: Mutex::new(HashMap::new()),
             queues: Mutex::new(Vec::new()),

@@ -199,7 +199,7 @@ pub(crate) fn set_args(
         }
     }
     for (i, a) in args.iter().enumerate() {
-        let a = &hidden_offset(driver, ctx, kernel, st, i, *a)?;
+        let a = &hidden_offset(ctx, kernel, st, i, *a)?;
         // Indices past 64 have no bits: they keep pointers.
         let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
         let now = st.set.get(i).copied().unwrap_or((0, 0));
@@ -266,7 +266,6 @@ pub(crate) fn set_args(
 /// to what `a` says (0 unless a memory object at an offset), and returns
 /// the argument itself to set.
 fn hidden_offset<'a>(
-    driver: &'static dyn crate::backend::Driver,
     ctx: &Context,
     kernel: &Kernel,
     st: &mut ArgState,
@@ -280,7 +279,8 @@ fn hidden_offset<'a>(
     match kernel.offsets.get(i).copied().flatten() {
         Some(hidden) if st.offsets.get(i) != Some(&off) => {
             let bytes = (off as u64).to_ne_bytes();
-            driver
+            ctx.platform
+                .driver
                 .set_kernel_arg(kernel.handle_now(), ctx.strategy, hidden, Arg::Bytes(&bytes))
                 .map_err(|mut e| {
                     e.message = format!(

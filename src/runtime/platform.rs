@@ -150,6 +150,12 @@ impl Device {
             .ok_or_else(|| Error::new(Status::Internal, "device names an unknown platform"))
     }
 
+    /// Whether buffers' storage on this device is a memory object rather
+    /// than USM: without USM, or where kernels take hidden offsets.
+    pub fn buffers_in_mem(&self) -> bool {
+        self.strategy == UsmStrategy::None || self.kernel_offsets
+    }
+
     /// "P.D name", for messages.
     pub fn label(&self) -> String {
         format!("{}.{} '{}'", self.platform_index, self.index, self.name)

@@ -202,11 +202,10 @@ impl Buffer {
         let p = st.devs[i - 1].ptr;
         if p == 0 {
             let why = if q.ctx.strategy == crate::core::aspects::UsmStrategy::None {
-                "has no USM".to_string()
+                "has no USM"
             } else {
                 "keeps buffers in memory objects, which its kernels take with offsets \
                  (SYRAH_KERNEL_OFFSETS=off keeps them in USM)"
-                    .to_string()
             };
             return Err(Error::new(
                 Status::FeatureNotSupported,
