@@ -1,6 +1,8 @@
 /* Compiled kernels kept on disk (SYRAH_CACHE_DIR): on devices that
- * compile OpenCL C through an OpenCL twin (the CUDA back end), a build
- * keeps the twin's binary in one file per source, options and compiler; a
+ * compile OpenCL C through an OpenCL twin (the CUDA back end), and on
+ * NVIDIA's OpenCL where kernels take hidden offsets (buffers reach them as
+ * memory objects), a build keeps the compiler's PTX in one file per
+ * source, options and compiler; a
  * build in a new context takes it without writing it again; a damaged
  * file, or one whose binary no longer builds, is compiled again and
  * rewritten; "off" keeps nothing, and a directory that cannot be made
@@ -108,14 +110,23 @@ static int spoil_binary(const char *path) {
   return ok;
 }
 
-static void test_cache(const syrah_device *d) {
+/* Whether builds for `d` keep their PTX: the CUDA back end's, and NVIDIA's
+ * OpenCL where buffers reach kernels as memory objects and offsets. */
+static int keeps_builds(const syrah_device *d) {
   uint64_t backend = 0;
+  char vendor[256] = "";
+  if (syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BACKEND, &backend) != SYRAH_SUCCESS) return 0;
+  if (backend == SYRAH_BACKEND_CUDA) return 1;
+  if (syrah_device_get_info_string(d, SYRAH_DEVICE_INFO_VENDOR, vendor, sizeof vendor, NULL) != SYRAH_SUCCESS) return 0;
+  return strstr(vendor, "NVIDIA") != NULL && !t_buffer_pointers(d);
+}
+
+static void test_cache(const syrah_device *d) {
   char first[320], blocked[352];
   struct stat a, b;
-  if (syrah_device_get_info_u64(d, SYRAH_DEVICE_INFO_BACKEND, &backend) != SYRAH_SUCCESS ||
-      backend != SYRAH_BACKEND_CUDA) {
+  if (!keeps_builds(d)) {
     t_skip("compiled kernels kept on disk",
-           "only devices that compile OpenCL C through an OpenCL twin (the CUDA back end) keep them");
+           "only the CUDA back end and NVIDIA's OpenCL (kernels with hidden offsets) keep them");
     return;
   }
   snprintf(dir, sizeof dir, "/tmp/syrah-kernels-XXXXXX");

@@ -199,6 +199,11 @@ fn entry_with_offsets(name: &str, header: &[&str], body: &[&str]) -> Option<(Str
         .map(str::trim)
         .filter(|d| !d.is_empty())
         .collect();
+    // Rewritten already (PTX of a rewritten program given back): left as
+    // it is, its hidden parameters then being arguments like any other.
+    if decls.iter().any(|d| d.contains(OFFSET_PARAM)) {
+        return None;
+    }
     // The global pointers: argument index and parameter name.
     let mut pointers: Vec<(usize, String)> = Vec::new();
     for (k, d) in decls.iter().enumerate() {
@@ -333,6 +338,13 @@ mod tests {
         // No global pointer at all.
         let m = MODULE.replace(".ptr .global", ".ptr .shared");
         assert_eq!(add_offsets(&m).1, vec![]);
+    }
+
+    #[test]
+    fn rewritten_ptx_is_not_rewritten_again() {
+        let (once, entries) = add_offsets(MODULE);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(add_offsets(&once), (once.clone(), vec![]));
     }
 
     #[test]

@@ -56,8 +56,15 @@ pub fn build(
     input: ProgramInput<'_>,
     options: &str,
 ) -> Result<ProgramH> {
+    if let ProgramInput::Binary(bin) = input {
+        // PTX given (one made here, or kept from an earlier build) is
+        // rewritten first and built once.
+        if let Some(p) = rewrite_and_build(ctx, devices, vec![bin.to_vec()], options) {
+            return Ok(p);
+        }
+    }
     let built = super::program::build(ctx, devices, input, options)?;
-    if matches!(input, ProgramInput::Il(_)) {
+    if !matches!(input, ProgramInput::Source(_)) {
         return Ok(built);
     }
     match rebuild(ctx, devices, built, options) {
@@ -108,7 +115,22 @@ fn rebuild(
     if !wanted(devices) {
         return None;
     }
-    let original = super::program::binaries(built).ok()?;
+    rewrite_and_build(ctx, devices, super::program::binaries(built).ok()?, options)
+}
+
+/// The program built from `original` (one PTX binary per device) rewritten
+/// with offsets, or `None` where the devices' kernels take none, the
+/// binaries are not PTX with kernels to rewrite, or the rewrite does not
+/// build.
+fn rewrite_and_build(
+    ctx: ContextH,
+    devices: &[(DeviceH, String)],
+    original: Vec<Vec<u8>>,
+    options: &str,
+) -> Option<ProgramH> {
+    if original.len() != devices.len() || !wanted(devices) {
+        return None;
+    }
     let mut texts = Vec::with_capacity(original.len());
     let mut entries: Option<Vec<OffsetEntry>> = None;
     for bin in &original {

@@ -1,7 +1,8 @@
-//! Compiled kernels kept on disk across processes: the binary an OpenCL
-//! twin device made from OpenCL C for a back end that takes binaries only
-//! (the CUDA back end's PTX), found again by its source, options and
-//! compiler, so that a later process builds without the twin.
+//! Compiled kernels kept on disk across processes: the PTX NVIDIA's
+//! OpenCL compiler made from OpenCL C, found again by its source, options
+//! and compiler, so that a later process builds without compiling: the
+//! CUDA back end without its OpenCL twin, NVIDIA's OpenCL from the PTX
+//! it rewrites.
 //!
 //! Each entry is one file holding its whole key and the binary; a file
 //! whose key differs from the one asked for (a hash collision), or that

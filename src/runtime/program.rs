@@ -132,7 +132,10 @@ fn create_and_build(
             compiled = binary;
             ProgramInput::Binary(&compiled)
         }
-        ProgramKind::Source => ProgramInput::Source(bytes),
+        ProgramKind::Source => match devices {
+            [d] if d.kernel_offsets => return build_source_kept(ctx, bytes, options, d),
+            _ => ProgramInput::Source(bytes),
+        },
         ProgramKind::Il => {
             for d in devices {
                 if !d.il_version.contains("SPIR-V") {
@@ -178,6 +181,53 @@ fn build(
     })
 }
 
+/// What names a device's compiler in the keys of kept binaries: its
+/// name, driver and OpenCL versions.
+fn compiler_of(d: &Device) -> String {
+    format!("{} / {} / {}", d.name, d.driver_version, d.version)
+}
+
+/// OpenCL C built for `device`, whose programs are built a second time
+/// from their rewritten PTX (see `Device::kernel_offsets`): the PTX its
+/// compiler made for the same source, options and compiler, kept on disk
+/// by an earlier build, is built instead, once; a build of the source
+/// keeps its PTX. A kept binary that no longer builds is dropped and the
+/// source built.
+fn build_source_kept(
+    ctx: &Context,
+    bytes: &[u8],
+    options: &str,
+    device: &'static Device,
+) -> Result<ProgramInner> {
+    let Some(dir) = super::kernel_cache::dir() else {
+        return build(ctx, ProgramInput::Source(bytes), options, &[device]);
+    };
+    let compiler = compiler_of(device);
+    let key = super::kernel_cache::Key {
+        compiler: &compiler,
+        options,
+        source: bytes,
+    };
+    if let Some(binary) = super::kernel_cache::load(&dir, &key) {
+        match build(ctx, ProgramInput::Binary(&binary), options, &[device]) {
+            Ok(built) => return Ok(built),
+            Err(_) => super::kernel_cache::forget(&dir, &key),
+        }
+    }
+    let built = build(ctx, ProgramInput::Source(bytes), options, &[device])?;
+    if let Some(binary) = built
+        .driver
+        .program_binaries(built.handle)
+        .ok()
+        .and_then(|b| b.into_iter().next())
+    {
+        // A cache that cannot be written only costs the next process
+        // this build again.
+        let _ = super::kernel_cache::store(&dir, &key, &binary);
+    }
+    Ok(built)
+}
+
 /// OpenCL C compiled by the OpenCL device paired with `devices[0]` (its
 /// back end takes binaries only), as that device's binary: the source
 /// for every device of the build. With `use_kept`, a binary kept on disk
@@ -212,7 +262,7 @@ fn compile_on_twin(
                 "a device's compiler names an unknown device",
             )
         })?;
-    let compiler = format!("{} / {} / {}", twin.name, twin.driver_version, twin.version);
+    let compiler = compiler_of(twin);
     let key = super::kernel_cache::Key {
         compiler: &compiler,
         options,
