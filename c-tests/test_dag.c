@@ -1,8 +1,8 @@
 /* Ordering of command groups by their accessors, against a CPU model: a
  * fixed sequence of seven groups that once ran a group before the group
  * whose output it reads, then a seeded randomised checker (windows, every
- * access mode, host accessors between groups, queues in order and out of
- * order, one device and every pair of devices, host-task groups, and
+ * access mode, host accessors and fills between groups, queues in order
+ * and out of order, one device and every pair of devices, host-task groups, and
  * groups held back by user events completed a few groups later) that
  * compares every buffer with the model.
  *
@@ -408,6 +408,25 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       ++t_checks;
       /* Not h->salt: the task may have run and released h already. */
       t_model_mix(model[ai] + oa, model[di] + od, len, 7000u + (uint32_t)g);
+      continue;
+    }
+    if (roll >= 22 && roll < 27) {
+      /* A fill of a window, with or without an event. */
+      int di = (int)below((size_t)nb);
+      size_t len = 1 + below(N / 4), od = below(N - len + 1);
+      uint32_t value = 0x9e3779b9u * (uint32_t)(g + 1);
+      syrah_accessor acc = t_window(b[di], below(2) ? SYRAH_ACCESS_WRITE : SYRAH_ACCESS_DISCARD_WRITE, od, len);
+      syrah_event *ev = NULL;
+      if (syrah_queue_fill_accessor(s->q[qi], &acc, &value, sizeof value, NULL, 0,
+                                    rnd() % 3 == 0 ? &ev : NULL) != SYRAH_SUCCESS) {
+        T_FAIL("%s seed %llu group %d: fill: %s", s->name, (unsigned long long)seed, g,
+               syrah_last_error_message());
+        ok = 0;
+        break;
+      }
+      if (ev) EXPECT_OK(syrah_event_release(ev));
+      ++t_checks;
+      for (i = 0; i < len; ++i) model[di][od + i] = value;
       continue;
     }
     {

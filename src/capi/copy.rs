@@ -302,9 +302,9 @@ pub unsafe extern "C" fn syrah_queue_fill_accessor(
         }
         // SAFETY: forwarded contract.
         let deps = unsafe { super::event::deps_from(dependencies, dependency_count) }?;
-        let ev = q.fill_accessor(&r, pat, &deps)?;
+        let done = q.fill_accessor(&r, pat, &deps, !out_event.is_null())?;
         // SAFETY: forwarded contract.
-        unsafe { super::event::give_event(ev, out_event) };
+        unsafe { super::event::give_submitted(done, out_event) };
         Ok(())
     })
 }

@@ -295,19 +295,57 @@ impl Queue {
 
     /// Fills an accessor's window with a pattern of 1–128 bytes (a power
     /// of two).
+    ///
+    /// With no event wanted, a fill of one contiguous run of a memory
+    /// object goes without an OpenCL event where it can, as kernel
+    /// launches with accessors do: the buffer's record of it is then its
+    /// place on its lane, not an event kept until the buffer's next use
+    /// (a driver's event can cost kilobytes).
     pub fn fill_accessor(
         &self,
         r: &AccessReq<'_>,
         pattern: &[u8],
         deps: &[Arc<Event>],
-    ) -> Result<Arc<Event>> {
+        want_event: bool,
+    ) -> Result<Submitted> {
         let mut waits: Deps = deps.iter().cloned().collect();
-        let prepared = self.prepare_accesses(std::slice::from_ref(r), &mut waits)?;
+        // Transfers for the accessor and the fill share one lane.
+        let _group = self.group_lane();
+        let mut on_lanes = LanePositions::new();
+        let prepared =
+            self.prepare_accesses_at(std::slice::from_ref(r), &mut waits, Some(&mut on_lanes))?;
         let p = &prepared[0];
         let side = self.dev_side(p, r)?;
         let elem = r.buffer.view.elem;
         let ext = r.range;
         let row_bytes = ext[2] * elem;
+        let keep = Some(held_storages([&p.storage]));
+        if let (Some(m), false, true) = (side.mem(), side.has_ptr(), side.contiguous(ext)) {
+            let (off, len) = (
+                side.row(ext, elem, 0, 0),
+                ext.iter().product::<usize>() * elem,
+            );
+            let want = want_event || p.eventful;
+            // The run lies inside the memory object.
+            let done = self
+                .submit_quiet(
+                    &waits,
+                    &on_lanes,
+                    || format!("buffer fill of {len} bytes"),
+                    keep,
+                    want,
+                    |q, wl, ev| {
+                        self.driver()
+                            .enqueue_fill_mem(q, MemH(m), off, pattern, len, wl, ev)
+                    },
+                )?
+                .with_bytes(len);
+            self.commit_submitted(&prepared, &done);
+            return Ok(done);
+        }
+        for l in &on_lanes {
+            waits.extend(l.event()?);
+        }
         let rows: Vec<(usize, usize)> = if side.contiguous(ext) {
             vec![(
                 side.row(ext, elem, 0, 0),
@@ -348,7 +386,7 @@ impl Queue {
             self.marker(&evs, "buffer fill")?
         };
         self.commit_accesses(&prepared, &ev);
-        self.hold(ev.clone(), Some(held_storages([&p.storage])));
-        Ok(ev)
+        self.hold(ev.clone(), keep);
+        Ok(Submitted::Event(ev))
     }
 }
