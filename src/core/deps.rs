@@ -137,6 +137,11 @@ impl<T: Clone> Tracker<T> {
         self.entries.retain(|a| {
             !(pages.contains(&a.pages) && (write || ordered_before(&a.token)) && droppable(a))
         });
+        // Most buffers keep one or two records: room for four from the
+        // start would be most of a small buffer's bookkeeping.
+        if self.entries.capacity() == 0 {
+            self.entries.reserve_exact(1);
+        }
         self.entries.push(Access {
             pages,
             write,

@@ -72,6 +72,8 @@ pub(crate) fn ensure_dev(
         };
         (p, mem)
     };
+    // A buffer lives on one device as a rule: no room for more yet.
+    st.devs.reserve_exact(1);
     st.devs.push(DevAlloc {
         ctx: ctx.clone(),
         device,
