@@ -3,7 +3,7 @@
 //! back end chosen for the device, and argument updates between replays.
 
 use super::cmdbuf::Pool;
-use super::managed::{accessor_pointers, plan_buffers, Managed};
+use super::managed::{accessor_pointers, plan_buffers, Base, Managed};
 use super::{Action, Graph, NodeArg};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{plan, BackendChooser, NodeKind, Plan, PlanNode};
@@ -97,7 +97,7 @@ pub struct ExecGraph {
     pub(crate) locals: Mutex<Vec<bool>>,
     /// The managed buffers' device bases the kernels' accessor arguments
     /// were last set with.
-    pub(crate) bases: Mutex<Vec<usize>>,
+    pub(crate) bases: Mutex<Vec<Base>>,
     /// The node whose event is the graph's end, when the graph is one lane
     /// of direct nodes (no end marker is needed then).
     pub(crate) single_end: Option<usize>,
@@ -337,7 +337,7 @@ impl ExecGraph {
     /// Sets the accessor arguments of the direct nodes for the managed
     /// buffers' device `bases`, when they differ from those last set (at
     /// the first submission: allocations never move afterwards).
-    pub(crate) fn point_accessors(&self, bases: &[usize]) -> Result<()> {
+    pub(crate) fn point_accessors(&self, bases: &[Base]) -> Result<()> {
         if self.managed.is_empty() {
             // No accessor to point anywhere.
             return Ok(());

@@ -7,7 +7,9 @@
 //! those that are not), orders the graph after conflicting commands
 //! outside it, and records the graph's end as the access, so that later
 //! commands order after the graph. Kernel nodes get their accessors'
-//! device pointers as arguments.
+//! device pointers as arguments, or, where buffers are memory objects and
+//! kernels take hidden offsets (NVIDIA's OpenCL), the object and the
+//! accessor's offset.
 
 use super::{Action, Graph, NodeAccess};
 use crate::core::error::{Error, Result, Status};
@@ -30,16 +32,22 @@ pub(crate) struct Managed {
 /// Which nodes the graph can enqueue itself (`direct[i]`), and the
 /// buffers it manages. A kernel node qualifies when its launch is not
 /// empty and every buffer it accesses is used by qualifying kernel nodes
-/// only, through one view, on a device with USM; a USM copy or fill as
-/// `direct::usm_op_direct` says.
+/// only, through one view, on a device with USM or with kernels that take
+/// hidden offsets; a USM copy or fill as `direct::usm_op_direct` says.
 pub(crate) fn plan_buffers(graph: &Graph) -> (Vec<bool>, Vec<Managed>) {
-    // Buffers in memory objects have no device address to point nodes at.
+    // Buffers in memory objects have no device address to point nodes at:
+    // a kernel reaches them as the object and an offset, where it takes
+    // offsets (not in a command-buffer, which takes no offsets).
     let usm = !graph.ctx.buffers_on_mem;
+    let offsets = graph.device.command_buffer.is_none();
     let mut direct: Vec<bool> = graph
         .nodes
         .iter()
         .map(|n| match &n.action {
-            Action::Kernel { range, .. } => !range.is_empty() && (n.accesses.is_empty() || usm),
+            Action::Kernel { range, kernel, .. } => {
+                !range.is_empty()
+                    && (n.accesses.is_empty() || usm || (offsets && kernel.takes_offsets()))
+            }
             a => super::direct::usm_op_direct(graph, a),
         })
         .collect();
@@ -122,11 +130,20 @@ fn mixed_views(graph: &Graph) -> Vec<u64> {
         .collect()
 }
 
+/// Where a managed buffer's element 0 is on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Base {
+    /// At this device address.
+    Usm(usize),
+    /// At the start of this memory object.
+    Mem(usize),
+}
+
 /// The managed buffers, prepared for one submission on `q`.
 pub(crate) struct PreparedBuffers {
     pub prepared: PreparedList,
-    /// Per managed buffer: the device address of its element 0.
-    pub bases: Vec<usize>,
+    /// Per managed buffer: where its element 0 is.
+    pub bases: Vec<Base>,
 }
 
 /// Prepares the managed buffers' accesses on `q` for a submission:
@@ -176,27 +193,27 @@ pub(crate) fn prepare(
     let prepared = q.prepare_accesses_at(&reqs, waits, on_lanes)?;
     let bases = prepared
         .iter()
-        .map(|p| {
-            if p.ptr == 0 {
-                return Err(Error::new(
-                    Status::Internal,
-                    "a buffer the graph manages has no device pointer",
-                ));
-            }
-            Ok(p.ptr - p.offset)
+        .map(|p| match (p.ptr, p.mem) {
+            (0, 0) => Err(Error::new(
+                Status::Internal,
+                "a buffer the graph manages has no device pointer or memory object",
+            )),
+            (0, m) => Ok(Base::Mem(m)),
+            (ptr, _) => Ok(Base::Usm(ptr - p.offset)),
         })
-        .collect::<Result<Vec<usize>>>()?;
+        .collect::<Result<Vec<Base>>>()?;
     Ok(PreparedBuffers { prepared, bases })
 }
 
-/// The device pointers of node `i`'s accessors, from the managed buffers'
-/// bases.
+/// The arguments of node `i`'s accessors, from the managed buffers'
+/// bases: device pointers, or memory objects and offsets.
 pub(crate) fn accessor_pointers(
     graph: &Graph,
     managed: &[Managed],
-    bases: &[usize],
+    bases: &[Base],
     i: usize,
 ) -> Vec<crate::backend::ArgSet<'static>> {
+    use crate::backend::{ArgSet, MemH};
     graph.nodes[i]
         .accesses
         .iter()
@@ -206,8 +223,12 @@ pub(crate) fn accessor_pointers(
                 .position(|m| m.storage == a.storage)
                 .and_then(|k| bases.get(k))
                 .copied()
-                .unwrap_or(0);
-            crate::backend::ArgSet::Usm(base + a.view.byte_offset(a.offset))
+                .unwrap_or(Base::Usm(0));
+            let off = a.view.byte_offset(a.offset);
+            match base {
+                Base::Usm(b) => ArgSet::Usm(b + off),
+                Base::Mem(m) => ArgSet::MemAt(MemH(m), off),
+            }
         })
         .collect()
 }
