@@ -6,7 +6,9 @@
  *             followed by a border fix) over a 256 x 256 grid, issued
  *             `steps` times;
  *  - copies:  a step of 2 kernels and 2 device-to-device copies (inc a,
- *             b = a, inc b, a = b, over 64 items), issued `steps` times.
+ *             b = a, inc b, a = b, over 64 items), issued `steps` times;
+ *  - buffers: the stencil on two buffers through accessors (Syrah infers
+ *             the order), against raw OpenCL on two cl_mem, `steps` times.
  * raw:   an in-order OpenCL queue, each command's arguments set and the
  *        command enqueued one by one (an SVM pointer where Syrah's USM is
  *        SVM, else a cl_mem), one flush per replay, as hand-written code
@@ -79,6 +81,10 @@ typedef struct {
   cl_command_queue q;
   cl_program prog;
   cl_kernel inc, sweep, border;
+  /* For cl_mem arguments where the others take SVM pointers: NVIDIA's
+   * OpenCL refuses to launch a kernel whose argument went from an SVM
+   * pointer to a cl_mem. */
+  cl_kernel sweep_mem, border_mem;
   int flush; /* flushes each replay (see raw_flushes) */
 } raw_t;
 
@@ -96,12 +102,18 @@ static void raw_open_all(raw_t *r) {
   CL_OK(err);
   r->border = clCreateKernel(r->prog, "border", &err);
   CL_OK(err);
+  r->sweep_mem = clCreateKernel(r->prog, "sweep", &err);
+  CL_OK(err);
+  r->border_mem = clCreateKernel(r->prog, "border", &err);
+  CL_OK(err);
 }
 
 static void raw_close_all(raw_t *r) {
   raw_env e = {r->ctx, r->dev, r->q, r->prog, r->inc};
   CL_OK(clReleaseKernel(r->sweep));
   CL_OK(clReleaseKernel(r->border));
+  CL_OK(clReleaseKernel(r->sweep_mem));
+  CL_OK(clReleaseKernel(r->border_mem));
   raw_close(&e);
 }
 
@@ -233,7 +245,8 @@ static void raw_two(raw_t *r, run *out, const int *init, size_t bytes, void (*is
   x.r = r;
   x.a = raw_alloc(r, bytes, init);
   x.b = raw_alloc(r, bytes, init);
-  timed(issue == raw_stencil_issue ? "raw stencil" : "raw copies", steps, 4, issue, raw_finish, &x, out);
+  timed(issue == raw_stencil_issue ? (svm ? "raw stencil" : "raw stencil on cl_mem") : "raw copies", steps, 4, issue,
+        raw_finish, &x, out);
   raw_read(r, &x.b, host, bytes);
   raw_read(r, &x.a, host, bytes);
   out->check = check(host);
@@ -304,6 +317,35 @@ static void sy_copies_cmds(sy_t *s, int *a, int *b) {
   x = syrah_arg_usm(b);
   SY_OK(syrah_queue_launch(s->q, s->inc, &r, &x, 1, NULL, 0, NULL));
   SY_OK(syrah_queue_memcpy(s->q, a, b, ELEMS * sizeof(int), NULL, 0, NULL));
+}
+
+/* The buffers workload's two grids: the stencil through accessors. */
+static syrah_buffer *grids[2];
+
+/* sweep(s -> d), then border(d), through accessors. */
+static void sy_half_step_buffers(sy_t *s, syrah_buffer *src, syrah_buffer *dst) {
+  syrah_range inner = syrah_range_2d(W - 2, W - 2), edge = syrah_range_1d(W);
+  int w = W;
+  syrah_accessor acc[2];
+  syrah_kernel_arg args[3] = {{SYRAH_ARG_ACCESSOR, 0, NULL}, {SYRAH_ARG_ACCESSOR, 1, NULL}, {0, 0, NULL}};
+  memset(acc, 0, sizeof acc);
+  acc[0].buffer = src;
+  acc[0].mode = SYRAH_ACCESS_READ;
+  acc[1].buffer = dst;
+  acc[1].mode = SYRAH_ACCESS_WRITE;
+  args[2] = syrah_arg_value(&w, sizeof w);
+  SY_OK(syrah_queue_submit_kernel(s->q, s->sweep, &inner, acc, 2, args, 3, NULL, 0, NULL));
+  acc[0].buffer = dst;
+  acc[0].mode = SYRAH_ACCESS_WRITE;
+  args[1] = syrah_arg_value(&w, sizeof w);
+  SY_OK(syrah_queue_submit_kernel(s->q, s->border, &edge, acc, 1, args, 2, NULL, 0, NULL));
+}
+
+static void sy_buffers_cmds(sy_t *s, int *unused_a, int *unused_b) {
+  (void)unused_a;
+  (void)unused_b;
+  sy_half_step_buffers(s, grids[0], grids[1]);
+  sy_half_step_buffers(s, grids[1], grids[0]);
 }
 
 /* What a Syrah replay issues: the recorded graph when `x` is set, else
@@ -380,6 +422,44 @@ static void sy_two(sy_t *s, int graph, run *out, int *backend, const int *init, 
   SY_OK(syrah_free(s->ctx, j.b));
 }
 
+/* The stencil on two buffers made from `grid0`, through accessors. */
+static void sy_buffers(sy_t *s, int graph, run *out, int *backend) {
+  static int host[W * W];
+  syrah_graph *g = NULL;
+  sy_job j = {s, NULL, NULL, NULL, sy_buffers_cmds};
+  size_t origin[3] = {0, 0, 0}, range[3] = {W * W, 0, 0};
+  int k;
+  for (k = 0; k < 2; ++k) {
+    syrah_buffer_desc bd;
+    memset(&bd, 0, sizeof bd);
+    bd.element_size = sizeof(int);
+    bd.dimensions = 1;
+    bd.range[0] = W * W;
+    bd.host_pointer = grid0;
+    bd.ownership = SYRAH_HOST_COPY_IN;
+    SY_OK(syrah_buffer_create(&bd, &grids[k]));
+  }
+  {
+    /* Both grids onto the device before timing, as the raw side's buffers
+     * are made there: a copy between the equal grids changes nothing. */
+    syrah_accessor from, to;
+    memset(&from, 0, sizeof from);
+    memset(&to, 0, sizeof to);
+    from.buffer = grids[0];
+    from.mode = SYRAH_ACCESS_READ;
+    to.buffer = grids[1];
+    to.mode = SYRAH_ACCESS_WRITE;
+    SY_OK(syrah_queue_copy_accessor(s->q, &from, &to, NULL, 0, NULL));
+    SY_OK(syrah_queue_wait(s->q));
+  }
+  if (graph) j.x = record(&j, &g);
+  timed(graph ? "graph buffers" : "eager buffers", steps, 4, sy_issue, sy_finish, &j, out);
+  SY_OK(syrah_buffer_read(grids[0], origin, range, host));
+  out->check = check_grid(host);
+  if (graph) done_with(j.x, g, backend);
+  for (k = 0; k < 2; ++k) SY_OK(syrah_buffer_release(grids[k]));
+}
+
 static double med_of(const run *v, int n, int wall) {
   double x[64];
   int i;
@@ -424,9 +504,9 @@ static int report(int rows, int targeted, const char *what, const run *raw, cons
 }
 
 int main(int argc, char **argv) {
-  run raw[3][64], eager[3][64], graph[3][64];
-  int i, ok = 1, backend[3] = {0, 0, 0};
-  raw_t r;
+  run raw[4][64], eager[4][64], graph[4][64];
+  int i, ok = 1, backend[4] = {0, 0, 0, 0}, raw_svm;
+  raw_t r, rm;
   sy_t s;
   const syrah_device *dev;
   char strategy[64] = "";
@@ -458,22 +538,36 @@ int main(int argc, char **argv) {
     raw_two(&r, &raw[2][i], zeros, sizeof zeros, raw_copies_issue, check_elems);
     sy_two(&s, 0, &eager[2][i], NULL, zeros, sizeof zeros, sy_copies_cmds, check_elems);
     sy_two(&s, 1, &graph[2][i], &backend[2], zeros, sizeof zeros, sy_copies_cmds, check_elems);
+    /* The raw side of the buffers workload uses cl_mem whatever USM is,
+     * on kernels of its own. */
+    raw_svm = svm;
+    svm = 0;
+    rm = r;
+    rm.sweep = r.sweep_mem;
+    rm.border = r.border_mem;
+    raw_two(&rm, &raw[3][i], grid0, sizeof grid0, raw_stencil_issue, check_grid);
+    svm = raw_svm;
+    sy_buffers(&s, 0, &eager[3][i], NULL);
+    sy_buffers(&s, 1, &graph[3][i], &backend[3]);
   }
   printf("## Graphs on %s (raw %s), medians of %d alternating rounds\n\n", spec, svm ? "SVM" : "cl_mem", rounds);
   printf("| workload | measure | raw | eager | graph | graph / raw | eager - raw µs |\n");
   printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   {
-    char a[64], b[64], c[64];
+    char a[64], b[64], c[64], d[80];
     snprintf(a, sizeof a, "chain of %d kernels x %d", CHAIN, replays);
     snprintf(b, sizeof b, "stencil step of 4 kernels x %d", steps);
     snprintf(c, sizeof c, "step of 2 kernels and 2 device copies x %d", steps);
+    snprintf(d, sizeof d, "stencil step on buffers (raw cl_mem) x %d", steps);
     report(1, 1, a, raw[0], eager[0], graph[0], rounds, backend[0]);
     report(1, 1, b, raw[1], eager[1], graph[1], rounds, backend[1]);
     report(1, 0, c, raw[2], eager[2], graph[2], rounds, backend[2]);
+    report(1, 0, d, raw[3], eager[3], graph[3], rounds, backend[3]);
     printf("\n");
     ok &= report(0, 1, a, raw[0], eager[0], graph[0], rounds, backend[0]);
     ok &= report(0, 1, b, raw[1], eager[1], graph[1], rounds, backend[1]);
     ok &= report(0, 0, c, raw[2], eager[2], graph[2], rounds, backend[2]);
+    ok &= report(0, 0, d, raw[3], eager[3], graph[3], rounds, backend[3]);
   }
   raw_close_all(&r);
   sy_close_all(&s);
