@@ -59,7 +59,7 @@ pub fn build(
     if let ProgramInput::Binary(bin) = input {
         // PTX given (one made here, or kept from an earlier build) is
         // rewritten first and built once.
-        if let Some(p) = rewrite_and_build(ctx, devices, vec![bin.to_vec()], options) {
+        if let Some(p) = rewrite_and_build(ctx, devices, vec![bin.to_vec()], options)? {
             return Ok(p);
         }
     }
@@ -67,16 +67,15 @@ pub fn build(
     if !matches!(input, ProgramInput::Source(_)) {
         return Ok(built);
     }
-    match rebuild(ctx, devices, built, options) {
-        Some(p) => {
-            if let Ok(api) = api() {
-                // SAFETY: the program built above, replaced by `p`.
-                unsafe { (api.clReleaseProgram)(built.0 as cl_program) };
-            }
-            Ok(p)
+    let rebuilt = rebuild(ctx, devices, built, options);
+    if !matches!(rebuilt, Ok(None)) {
+        if let Ok(api) = api() {
+            // SAFETY: the program built above, replaced by the rewritten
+            // one or given up with the error.
+            unsafe { (api.clReleaseProgram)(built.0 as cl_program) };
         }
-        None => Ok(built),
     }
+    Ok(rebuilt?.unwrap_or(built))
 }
 
 /// The binaries of `p`, one per device: as the compiler wrote them where
@@ -105,70 +104,87 @@ pub fn kernel(p: ProgramH, name: &str, usm: UsmStrategy) -> Result<(KernelH, u32
 /// `built` (a built program for `devices`) rewritten with offsets and
 /// built with `options`, or `None` where nothing is to be rewritten or
 /// the rewrite does not build: the program then stays as it was, and its
-/// accessors at offsets are staged as on any driver.
+/// accessors at offsets are staged as on any driver. A failure to build
+/// other than the driver refusing the PTX is an error.
 fn rebuild(
     ctx: ContextH,
     devices: &[(DeviceH, String)],
     built: ProgramH,
     options: &str,
-) -> Option<ProgramH> {
+) -> Result<Option<ProgramH>> {
     if !wanted(devices) {
-        return None;
+        return Ok(None);
     }
-    rewrite_and_build(ctx, devices, super::program::binaries(built).ok()?, options)
+    let Ok(original) = super::program::binaries(built) else {
+        return Ok(None);
+    };
+    rewrite_and_build(ctx, devices, original, options)
 }
 
 /// The program built from `original` (one PTX binary per device) rewritten
 /// with offsets, or `None` where the devices' kernels take none, the
 /// binaries are not PTX with kernels to rewrite, or the rewrite does not
-/// build.
+/// build; an error where building fails otherwise.
 fn rewrite_and_build(
     ctx: ContextH,
     devices: &[(DeviceH, String)],
     original: Vec<Vec<u8>>,
     options: &str,
-) -> Option<ProgramH> {
+) -> Result<Option<ProgramH>> {
     if original.len() != devices.len() || !wanted(devices) {
-        return None;
+        return Ok(None);
     }
     let mut texts = Vec::with_capacity(original.len());
     let mut entries: Option<Vec<OffsetEntry>> = None;
     for bin in &original {
-        let text = std::str::from_utf8(bin).ok()?.trim_end_matches('\0');
-        let (rewritten, found) = add_offsets(text);
+        let Ok(text) = std::str::from_utf8(bin) else {
+            return Ok(None);
+        };
+        let (rewritten, found) = add_offsets(text.trim_end_matches('\0'));
         if found.is_empty() || entries.as_ref().is_some_and(|e| *e != found) {
-            return None;
+            return Ok(None);
         }
         entries = Some(found);
         let mut bytes = rewritten.into_bytes();
         bytes.push(0);
         texts.push(bytes);
     }
-    let program = from_binaries(ctx, devices, &texts, options)?;
-    PROGRAMS.lock().push((
-        program.0,
-        Arc::new(Rewritten {
-            entries: entries?,
-            original,
-        }),
-    ));
-    Some(program)
+    let (Some(entries), Some(program)) = (entries, from_binaries(ctx, devices, &texts, options)?)
+    else {
+        return Ok(None);
+    };
+    PROGRAMS
+        .lock()
+        .push((program.0, Arc::new(Rewritten { entries, original })));
+    Ok(Some(program))
 }
 
-/// A program built from one binary per device, or `None`.
+/// A program built from one binary per device; `None` where the binaries
+/// do not build (the driver refuses them or their build fails), an error
+/// where building fails otherwise (out of memory, say), which a build of
+/// the compiler's binaries would meet too.
 fn from_binaries(
     ctx: ContextH,
     devices: &[(DeviceH, String)],
     bins: &[Vec<u8>],
     options: &str,
-) -> Option<ProgramH> {
-    let api = api().ok()?;
+) -> Result<Option<ProgramH>> {
+    let api = api()?;
     let ids: Vec<cl_device_id> = devices.iter().map(|(d, _)| d.0 as cl_device_id).collect();
     let lens: Vec<usize> = bins.iter().map(Vec::len).collect();
     let ptrs: Vec<*const u8> = bins.iter().map(|b| b.as_ptr()).collect();
     let mut status = vec![CL_SUCCESS; ids.len()];
     let mut err = CL_SUCCESS;
-    let opts = CString::new(options).ok()?;
+    let Ok(opts) = CString::new(options) else {
+        return Ok(None);
+    };
+    let refused = |rc: cl_int| -> Result<Option<ProgramH>> {
+        if rc == CL_INVALID_BINARY || rc == CL_BUILD_PROGRAM_FAILURE {
+            Ok(None)
+        } else {
+            Err(Error::opencl(rc, "clBuildProgram (the PTX with offsets)"))
+        }
+    };
     // SAFETY: one readable binary of the given length per device; the
     // status list has one entry per device.
     let p = unsafe {
@@ -183,26 +199,31 @@ fn from_binaries(
         )
     };
     if p.is_null() {
-        return None;
+        return refused(err);
     }
-    // SAFETY: the program just made, its devices and a NUL-terminated
-    // option string; no callback.
-    let rc = (err == CL_SUCCESS && status.iter().all(|&s| s == CL_SUCCESS)).then(|| unsafe {
-        (api.clBuildProgram)(
-            p,
-            ids.len() as cl_uint,
-            ids.as_ptr(),
-            opts.as_ptr(),
-            None,
-            std::ptr::null_mut(),
-        )
-    });
-    if rc == Some(CL_SUCCESS) {
-        return Some(ProgramH(p as usize));
+    let bad = status.iter().copied().find(|&s| s != CL_SUCCESS);
+    let rc = match (err, bad) {
+        // SAFETY: the program just made, its devices and a NUL-terminated
+        // option string; no callback.
+        (CL_SUCCESS, None) => unsafe {
+            (api.clBuildProgram)(
+                p,
+                ids.len() as cl_uint,
+                ids.as_ptr(),
+                opts.as_ptr(),
+                None,
+                std::ptr::null_mut(),
+            )
+        },
+        (CL_SUCCESS, Some(s)) => s,
+        (e, _) => e,
+    };
+    if rc == CL_SUCCESS {
+        return Ok(Some(ProgramH(p as usize)));
     }
     // SAFETY: the program made above, released once.
     unsafe { (api.clReleaseProgram)(p) };
-    None
+    refused(rc)
 }
 
 fn find(p: ProgramH) -> Option<Arc<Rewritten>> {

@@ -117,6 +117,13 @@ pub fn build(
                 cl_error_name(rc)
             ),
         )
+    } else if let (CL_INVALID_BINARY, ProgramInput::Binary(bytes)) = (rc, input) {
+        // Some drivers refuse a binary only when it is built.
+        Error::invalid(format!(
+            "the binary ({} bytes) is not a valid program binary for device {}",
+            bytes.len(),
+            devices.first().map(|(_, l)| l.as_str()).unwrap_or_default()
+        ))
     } else {
         Error::opencl(rc, "clBuildProgram")
     };

@@ -191,8 +191,8 @@ fn compiler_of(d: &Device) -> String {
 /// from their rewritten PTX (see `Device::kernel_offsets`): the PTX its
 /// compiler made for the same source, options and compiler, kept on disk
 /// by an earlier build, is built instead, once; a build of the source
-/// keeps its PTX. A kept binary that no longer builds is dropped and the
-/// source built.
+/// keeps its PTX. A kept binary that the driver refuses or that fails to
+/// build is dropped and the source built; other failures are the build's.
 fn build_source_kept(
     ctx: &Context,
     bytes: &[u8],
@@ -211,7 +211,12 @@ fn build_source_kept(
     if let Some(binary) = super::kernel_cache::load(&dir, &key) {
         match build(ctx, ProgramInput::Binary(&binary), options, &[device]) {
             Ok(built) => return Ok(built),
-            Err(_) => super::kernel_cache::forget(&dir, &key),
+            // Refused or failing to build: not PTX of this driver any more.
+            Err(e) if matches!(e.status, Status::BuildFailure | Status::InvalidArgument) => {
+                super::kernel_cache::forget(&dir, &key)
+            }
+            // Out of memory, say: the source's build would meet it too.
+            Err(e) => return Err(e),
         }
     }
     let built = build(ctx, ProgramInput::Source(bytes), options, &[device])?;
