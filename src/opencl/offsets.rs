@@ -14,10 +14,9 @@ use super::info;
 use super::loader::api;
 use crate::backend::{ContextH, DeviceH, KernelH, ProgramH, ProgramInput};
 use crate::core::aspects::UsmStrategy;
-use crate::core::error::{Error, Result};
+use crate::core::error::{Error, Result, Status};
 use crate::core::ptx::{add_offsets, OffsetEntry};
 use parking_lot::Mutex;
-use std::ffi::CString;
 use std::sync::Arc;
 
 /// A rewritten program: its kernels with offsets and the original
@@ -149,81 +148,25 @@ fn rewrite_and_build(
         bytes.push(0);
         texts.push(bytes);
     }
-    let (Some(entries), Some(program)) = (entries, from_binaries(ctx, devices, &texts, options)?)
-    else {
+    let Some(entries) = entries else {
         return Ok(None);
+    };
+    let bins: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+    let program = match super::program::build_binaries(ctx, devices, &bins, options) {
+        Ok(p) => p,
+        // The driver refuses the PTX, or its build fails: the program
+        // stays as compiled.
+        Err(e) if matches!(e.status, Status::InvalidArgument | Status::BuildFailure) => {
+            return Ok(None)
+        }
+        // Out of memory, say: a build of the compiler's PTX would meet it
+        // too.
+        Err(e) => return Err(e),
     };
     PROGRAMS
         .lock()
         .push((program.0, Arc::new(Rewritten { entries, original })));
     Ok(Some(program))
-}
-
-/// A program built from one binary per device; `None` where the binaries
-/// do not build (the driver refuses them or their build fails), an error
-/// where building fails otherwise (out of memory, say), which a build of
-/// the compiler's binaries would meet too.
-fn from_binaries(
-    ctx: ContextH,
-    devices: &[(DeviceH, String)],
-    bins: &[Vec<u8>],
-    options: &str,
-) -> Result<Option<ProgramH>> {
-    let api = api()?;
-    let ids: Vec<cl_device_id> = devices.iter().map(|(d, _)| d.0 as cl_device_id).collect();
-    let lens: Vec<usize> = bins.iter().map(Vec::len).collect();
-    let ptrs: Vec<*const u8> = bins.iter().map(|b| b.as_ptr()).collect();
-    let mut status = vec![CL_SUCCESS; ids.len()];
-    let mut err = CL_SUCCESS;
-    let Ok(opts) = CString::new(options) else {
-        return Ok(None);
-    };
-    let refused = |rc: cl_int| -> Result<Option<ProgramH>> {
-        if rc == CL_INVALID_BINARY || rc == CL_BUILD_PROGRAM_FAILURE {
-            Ok(None)
-        } else {
-            Err(Error::opencl(rc, "clBuildProgram (the PTX with offsets)"))
-        }
-    };
-    // SAFETY: one readable binary of the given length per device; the
-    // status list has one entry per device.
-    let p = unsafe {
-        (api.clCreateProgramWithBinary)(
-            ctx.0 as cl_context,
-            ids.len() as cl_uint,
-            ids.as_ptr(),
-            lens.as_ptr(),
-            ptrs.as_ptr(),
-            status.as_mut_ptr(),
-            &mut err,
-        )
-    };
-    if p.is_null() {
-        return refused(err);
-    }
-    let bad = status.iter().copied().find(|&s| s != CL_SUCCESS);
-    let rc = match (err, bad) {
-        // SAFETY: the program just made, its devices and a NUL-terminated
-        // option string; no callback.
-        (CL_SUCCESS, None) => unsafe {
-            (api.clBuildProgram)(
-                p,
-                ids.len() as cl_uint,
-                ids.as_ptr(),
-                opts.as_ptr(),
-                None,
-                std::ptr::null_mut(),
-            )
-        },
-        (CL_SUCCESS, Some(s)) => s,
-        (e, _) => e,
-    };
-    if rc == CL_SUCCESS {
-        return Ok(Some(ProgramH(p as usize)));
-    }
-    // SAFETY: the program made above, released once.
-    unsafe { (api.clReleaseProgram)(p) };
-    refused(rc)
 }
 
 fn find(p: ProgramH) -> Option<Arc<Rewritten>> {

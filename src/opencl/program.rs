@@ -27,16 +27,15 @@ pub fn build(
 ) -> Result<ProgramH> {
     let api = api()?;
     let c = ctx.0 as cl_context;
-    let ids: Vec<cl_device_id> = devices.iter().map(|(d, _)| d.0 as cl_device_id).collect();
-    let opts =
-        CString::new(options).map_err(|_| Error::invalid("build options contain a NUL byte"))?;
     let mut err = CL_SUCCESS;
-    let cl = match input {
+    let (cl, call) = match input {
+        ProgramInput::Binary(bytes) => return build_binaries(ctx, devices, &[bytes], options),
         ProgramInput::Source(bytes) => {
             let ptr = bytes.as_ptr().cast::<i8>();
             let len = bytes.len();
             // SAFETY: one string of `len` bytes; OpenCL copies it.
-            unsafe { (api.clCreateProgramWithSource)(c, 1, &ptr, &len, &mut err) }
+            let cl = unsafe { (api.clCreateProgramWithSource)(c, 1, &ptr, &len, &mut err) };
+            (cl, "clCreateProgramWithSource")
         }
         ProgramInput::Il(bytes) => {
             let f = api.clCreateProgramWithIL.ok_or_else(|| {
@@ -46,43 +45,95 @@ pub fn build(
                 )
             })?;
             // SAFETY: `bytes` is a readable buffer of the given length.
-            unsafe { f(c, bytes.as_ptr().cast(), bytes.len(), &mut err) }
-        }
-        ProgramInput::Binary(bytes) => {
-            let ptr = bytes.as_ptr();
-            let len = bytes.len();
-            let mut bin_status = CL_SUCCESS;
-            // SAFETY: one device, one binary of `len` readable bytes.
-            unsafe {
-                (api.clCreateProgramWithBinary)(
-                    c,
-                    1,
-                    ids.as_ptr(),
-                    &len,
-                    &ptr,
-                    &mut bin_status,
-                    &mut err,
-                )
-            }
+            let cl = unsafe { f(c, bytes.as_ptr().cast(), bytes.len(), &mut err) };
+            (cl, "clCreateProgramWithIL")
         }
     };
     if cl.is_null() || err != CL_SUCCESS {
-        if let (CL_INVALID_BINARY, ProgramInput::Binary(bytes)) = (err, input) {
-            return Err(Error::invalid(format!(
-                "the binary ({} bytes) is not a valid program binary for device {}",
-                bytes.len(),
-                devices.first().map(|(_, l)| l.as_str()).unwrap_or_default()
-            )));
-        }
-        return Err(Error::opencl(
-            err,
-            match input {
-                ProgramInput::Source(_) => "clCreateProgramWithSource",
-                ProgramInput::Il(_) => "clCreateProgramWithIL",
-                ProgramInput::Binary(_) => "clCreateProgramWithBinary",
-            },
-        ));
+        return Err(Error::opencl(err, call));
     }
+    build_made(cl, devices, options, None)
+}
+
+/// Creates a program from one binary per device of `devices` and builds
+/// it. A binary the driver refuses, when the program is made or when it
+/// is built, is reported as invalid (`Status::InvalidArgument`); a build
+/// that fails, with the build logs (`Status::BuildFailure`).
+pub fn build_binaries(
+    ctx: ContextH,
+    devices: &[(DeviceH, String)],
+    bins: &[&[u8]],
+    options: &str,
+) -> Result<ProgramH> {
+    let api = api()?;
+    if bins.len() != devices.len() {
+        return Err(Error::invalid(format!(
+            "{} program binaries for {} devices",
+            bins.len(),
+            devices.len()
+        )));
+    }
+    let ids: Vec<cl_device_id> = devices.iter().map(|(d, _)| d.0 as cl_device_id).collect();
+    let lens: Vec<usize> = bins.iter().map(|b| b.len()).collect();
+    let ptrs: Vec<*const u8> = bins.iter().map(|b| b.as_ptr()).collect();
+    let mut status = vec![CL_SUCCESS; ids.len()];
+    let mut err = CL_SUCCESS;
+    // SAFETY: one readable binary of the given length per device; the
+    // status list has one entry per device.
+    let cl = unsafe {
+        (api.clCreateProgramWithBinary)(
+            ctx.0 as cl_context,
+            ids.len() as cl_uint,
+            ids.as_ptr(),
+            lens.as_ptr(),
+            ptrs.as_ptr(),
+            status.as_mut_ptr(),
+            &mut err,
+        )
+    };
+    let refused = err == CL_INVALID_BINARY || status.contains(&CL_INVALID_BINARY);
+    if cl.is_null() || err != CL_SUCCESS || refused {
+        if !cl.is_null() {
+            // SAFETY: the program made above, released once.
+            unsafe { (api.clReleaseProgram)(cl) };
+        }
+        return Err(if refused {
+            invalid_binary(devices, &lens)
+        } else {
+            Error::opencl(err, "clCreateProgramWithBinary")
+        });
+    }
+    build_made(cl, devices, options, Some(&lens))
+}
+
+/// The error for binaries (of `lens` bytes) that `devices` refuse.
+fn invalid_binary(devices: &[(DeviceH, String)], lens: &[usize]) -> Error {
+    let labels: Vec<&str> = devices.iter().map(|(_, l)| l.as_str()).collect();
+    Error::invalid(format!(
+        "the binary ({} bytes) is not a valid program binary for device {}",
+        lens.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        labels.join(", ")
+    ))
+}
+
+/// Builds `cl`, just made for `devices`, with `options`; releases it when
+/// the build fails. `binary_lens`: the binaries it was made from, if any.
+fn build_made(
+    cl: cl_program,
+    devices: &[(DeviceH, String)],
+    options: &str,
+    binary_lens: Option<&[usize]>,
+) -> Result<ProgramH> {
+    let api = api()?;
+    let ids: Vec<cl_device_id> = devices.iter().map(|(d, _)| d.0 as cl_device_id).collect();
+    let Ok(opts) = CString::new(options) else {
+        // SAFETY: the program made by the caller, released once.
+        unsafe { (api.clReleaseProgram)(cl) };
+        return Err(Error::invalid("build options contain a NUL byte"));
+    };
     // SAFETY: live program, its devices, a NUL-terminated option string and
     // no callback (the build is synchronous).
     let rc = unsafe {
@@ -117,17 +168,14 @@ pub fn build(
                 cl_error_name(rc)
             ),
         )
-    } else if let (CL_INVALID_BINARY, ProgramInput::Binary(bytes)) = (rc, input) {
-        // Some drivers refuse a binary only when it is built.
-        Error::invalid(format!(
-            "the binary ({} bytes) is not a valid program binary for device {}",
-            bytes.len(),
-            devices.first().map(|(_, l)| l.as_str()).unwrap_or_default()
-        ))
     } else {
-        Error::opencl(rc, "clBuildProgram")
+        match (rc, binary_lens) {
+            // Some drivers refuse a binary only when it is built.
+            (CL_INVALID_BINARY, Some(lens)) => invalid_binary(devices, lens),
+            _ => Error::opencl(rc, "clBuildProgram"),
+        }
     };
-    // SAFETY: the program made above, released once.
+    // SAFETY: the program made by the caller, released once.
     unsafe { (api.clReleaseProgram)(cl) };
     Err(failed)
 }
