@@ -357,16 +357,10 @@ impl Queue {
             return None;
         }
         let kind = |p| self.ctx.pointer_kind(p).map(|k| k.0);
-        // Pinned host memory moves at full speed as it is.
-        let ordinary = |p| !self.ctx.is_pinned(p, size);
-        let way = match (kind(dst), kind(src)) {
-            (Some(AllocKind::Device), None) if ordinary(src) => Way::ToDevice,
-            (None, Some(AllocKind::Device)) if ordinary(dst) => Way::ToHost,
-            _ => return None,
-        };
-        match self.device.route(way, size) {
-            Route::Direct => None,
-            route => Some((way, route)),
+        match (kind(dst), kind(src)) {
+            (Some(AllocKind::Device), None) => self.host_route(Way::ToDevice, src, size),
+            (None, Some(AllocKind::Device)) => self.host_route(Way::ToHost, dst, size),
+            _ => None,
         }
     }
 
@@ -379,9 +373,17 @@ impl Queue {
         host: *const c_void,
         size: usize,
     ) -> Option<(Way, Route)> {
-        if !crate::core::staging::worth_it(self.device.staging, size)
-            || self.ctx.is_pinned(host, size)
-        {
+        if !crate::core::staging::worth_it(self.device.staging, size) {
+            return None;
+        }
+        self.host_route(way, host, size)
+    }
+
+    /// The route of a copy `way` of `size` bytes to or from `host` where it
+    /// is not the driver's alone: none for pinned host memory, which moves
+    /// at full speed as it is.
+    fn host_route(&self, way: Way, host: *const c_void, size: usize) -> Option<(Way, Route)> {
+        if self.ctx.is_pinned(host, size) {
             return None;
         }
         match self.device.route(way, size) {
