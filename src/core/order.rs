@@ -4,46 +4,43 @@
 /// For `n` items whose property `done` holds for a prefix (possibly
 /// empty) and for none after it, the number of items in that prefix,
 /// asking `done` as few times as it can (drivers charge microseconds per
-/// question): the first (one question when it is not done), then the
-/// last (two when all are: the usual case once the device keeps up),
-/// then galloping from the first and halving, about 3 + 2 log2(k)
-/// questions for a prefix of k. Also returns the index of an item known
-/// not to be done when there is one (the first after the prefix).
+/// question): the last first (one question when all are done: the usual
+/// case once the device keeps up and the newest commands are left out),
+/// then the first (two when none is), then galloping back from the last
+/// and halving, about 3 + 2 log2(n - k) questions for a prefix of k: the
+/// items not done are usually the few newest. Also returns the index of
+/// an item known not to be done when there is one (the first after the
+/// prefix).
 pub fn done_prefix(n: usize, mut done: impl FnMut(usize) -> bool) -> (usize, Option<usize>) {
-    if n == 0 || !done(0) {
-        return (0, (n > 0).then_some(0));
-    }
-    let last = n - 1;
-    if last == 0 || done(last) {
+    let Some(last) = n.checked_sub(1) else {
+        return (0, None);
+    };
+    if done(last) {
         return (n, None);
     }
-    // done(lo) held; done(hi), once set, did not (done(last) did not).
-    let (mut lo, mut hi, mut step) = (0, None, 1);
-    while lo < last {
-        let probe = (lo + step).min(last);
-        if probe == last {
-            hi = Some(last);
-            break;
-        }
+    if last == 0 || !done(0) {
+        return (0, Some(0));
+    }
+    // done(lo) held and done(hi) did not.
+    let (mut lo, mut hi, mut step) = (0, last, 1);
+    while hi - lo > step {
+        let probe = hi - step;
         if done(probe) {
             lo = probe;
-            step *= 2;
-        } else {
-            hi = Some(probe);
             break;
         }
+        hi = probe;
+        step *= 2;
     }
-    if let Some(h) = hi.as_mut() {
-        while *h - lo > 1 {
-            let mid = (lo + *h) / 2;
-            if done(mid) {
-                lo = mid;
-            } else {
-                *h = mid;
-            }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if done(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
         }
     }
-    (lo + 1, hi)
+    (lo + 1, Some(hi))
 }
 
 /// Hands `each` the items of `items` that share a lane, lane by lane in
@@ -164,12 +161,12 @@ mod tests {
                     }
                     None => assert_eq!(k, n, "every item done"),
                 }
-                // The first, the last, the gallop and the halving; two
-                // when every item is done.
+                // The last, the first, the gallop back and the halving;
+                // one when every item is done.
                 let bound = if k == n {
-                    2
+                    1
                 } else {
-                    3 + 2 * (usize::BITS - k.max(1).leading_zeros()) as usize
+                    3 + 2 * (usize::BITS - (n - k).leading_zeros()) as usize
                 };
                 assert!(
                     asked <= bound,
@@ -180,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn asks_once_when_the_first_is_not_done() {
+    fn asks_twice_when_nothing_is_done() {
         let mut asked = Vec::new();
         assert_eq!(
             done_prefix(1000, |i| {
@@ -189,11 +186,11 @@ mod tests {
             }),
             (0, Some(0))
         );
-        assert_eq!(asked, vec![0]);
+        assert_eq!(asked, vec![999, 0]);
     }
 
     #[test]
-    fn a_finished_run_costs_two_questions() {
+    fn a_finished_run_costs_one_question() {
         let mut asked = Vec::new();
         assert_eq!(
             done_prefix(1024, |i| {
@@ -202,20 +199,33 @@ mod tests {
             }),
             (1024, None)
         );
-        assert_eq!(asked, vec![0, 1023]);
+        assert_eq!(asked, vec![1023]);
     }
 
     #[test]
-    fn a_run_finished_but_for_its_last_costs_a_logarithm() {
-        let mut asked = 0;
+    fn a_run_finished_but_for_its_last_costs_three_questions() {
+        let mut asked = Vec::new();
         assert_eq!(
             done_prefix(1024, |i| {
-                asked += 1;
+                asked.push(i);
                 i < 1023
             }),
             (1023, Some(1023))
         );
-        // 0 and 1023, then 1, 3, 7, ..., 511, then halving from 511 to 1023.
-        assert!(asked <= 3 + 2 * 10, "{asked} questions");
+        assert_eq!(asked, vec![1023, 0, 1022]);
+    }
+
+    #[test]
+    fn a_run_with_one_done_gallops_back_to_it() {
+        let mut asked = Vec::new();
+        assert_eq!(
+            done_prefix(1024, |i| {
+                asked.push(i);
+                i < 1
+            }),
+            (1, Some(1))
+        );
+        // 1023 and 0, then 1022, 1020, 1016, ..., 512, then halving down.
+        assert!(asked.len() <= 3 + 2 * 10, "{} questions", asked.len());
     }
 }

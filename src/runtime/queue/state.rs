@@ -233,5 +233,9 @@ pub(crate) const SCAN_MIN: usize = 64;
 /// command, and finished commands wait that much longer to be let go.
 pub(crate) const FRONT_EVERY: usize = 64;
 
+/// The newest tracked commands a periodic look leaves out: most have not
+/// finished, and each would cost questions at every look until it has.
+pub(crate) const RECENT: usize = 16;
+
 /// Entries at the front of the list whose lanes are looked at together.
 pub(crate) const INFER_WINDOW: usize = 128;

@@ -2,7 +2,7 @@
 //! finished (asking the driver as little as possible) and dropping what
 //! they held.
 
-use super::state::{Entry, Inflight, Keep, Queue, FRONT_EVERY, INFER_WINDOW, SCAN_MIN};
+use super::state::{Entry, Inflight, Keep, Queue, FRONT_EVERY, INFER_WINDOW, RECENT, SCAN_MIN};
 use crate::core::error::Error;
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
@@ -19,12 +19,13 @@ pub(crate) fn on_running_lane(ev: &Event, running: &[(u64, u64)]) -> bool {
 
 /// Asks the driver about as few commands as it can to learn which of
 /// `entries` completed. A lane finishes its commands in order, so per lane
-/// the latest command that completed (found by galloping from the first,
-/// then halving) vouches for those before it, and the earliest that had
-/// not tells that none after it had: about 2 + 2 log2(k) questions for k
-/// finished commands of a lane instead of k (drivers charge microseconds
-/// per question; see [`crate::core::order::done_prefix`]). Commands not
-/// on a lane, and those already known to have finished, are left out.
+/// the latest command that completed vouches for those before it, and the
+/// earliest that had not tells that none after it had: one question when
+/// a lane's last command listed completed, about 3 + 2 log2(r) for r
+/// commands still running, instead of one per command (drivers charge
+/// microseconds per question; see [`crate::core::order::done_prefix`]).
+/// Commands not on a lane, and those already known to have finished, are
+/// left out.
 /// Returns, per lane, the place from which commands had not completed
 /// (`u64::MAX` when all had).
 ///
@@ -106,7 +107,7 @@ impl Queue {
             return;
         }
         inf.since_front = 0;
-        self.drop_finished_front(inf);
+        self.drop_finished_front(inf, RECENT);
         if inf.entries.len() >= inf.scan_at {
             self.drop_finished(inf);
             inf.scan_at = (inf.entries.len() * 2).max(SCAN_MIN);
@@ -157,10 +158,13 @@ impl Queue {
         {
             let _ = self.seal();
         }
-        self.drop_finished_front(&mut self.inflight.lock());
+        self.drop_finished_front(&mut self.inflight.lock(), 0);
     }
 
-    pub(crate) fn drop_finished_front(&self, inf: &mut Inflight) {
+    /// Drops the finished commands at the front of the list, asking the
+    /// driver about none of the newest `spare` (which have likely not
+    /// finished yet: asked about, each would cost a question per look).
+    pub(crate) fn drop_finished_front(&self, inf: &mut Inflight, spare: usize) {
         // Per lane asked about, the place from which its commands had not
         // completed. Only the front's lane is asked about: while the
         // oldest command runs, one question settles it, whatever the
@@ -175,13 +179,17 @@ impl Queue {
                 if on_running_lane(&front.event, &running) {
                     break;
                 }
+                let window = INFER_WINDOW.min(inf.entries.len().saturating_sub(spare));
+                if window == 0 {
+                    break;
+                }
                 // Past what was learned about its lane, or nothing learned
                 // yet: learn about its commands in the next window.
                 running.retain(|&mut (l, _)| l != lane);
                 running.extend(infer_completed(
                     inf.entries
                         .iter()
-                        .take(INFER_WINDOW)
+                        .take(window)
                         .filter(|e| e.event.lane_place().is_some_and(|(l, _)| l == lane)),
                 ));
                 if !front.event.known_done() && on_running_lane(&front.event, &running) {
