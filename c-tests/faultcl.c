@@ -95,6 +95,12 @@ cl_mem clCreateBuffer(cl_context c, cl_mem_flags f, size_t s, void *h, cl_int *e
   return REAL(clCreateBuffer, cl_mem (*)(cl_context, cl_mem_flags, size_t, void *, cl_int *))(c, f, s, h, e);
 }
 
+cl_int clSetKernelArg(cl_kernel k, cl_uint i, size_t s, const void *v) {
+  cl_int code;
+  if (should_fail("clSetKernelArg", &code)) return code;
+  return REAL(clSetKernelArg, cl_int (*)(cl_kernel, cl_uint, size_t, const void *))(k, i, s, v);
+}
+
 void *clSVMAlloc(cl_context c, cl_svm_mem_flags f, size_t s, cl_uint a) {
   cl_int code;
   if (should_fail("clSVMAlloc", &code)) return NULL;

@@ -397,13 +397,17 @@ impl Driver for OpenCl {
     ) -> Result<()> {
         let api = api()?;
         let k = k.0 as cl_kernel;
-        let rc = match arg {
+        let (rc, call) = match arg {
             // SAFETY: `b` is a readable slice of the given length.
             ArgSet::Bytes(b) => unsafe {
-                (api.clSetKernelArg)(k, index, b.len(), b.as_ptr().cast())
+                let rc = (api.clSetKernelArg)(k, index, b.len(), b.as_ptr().cast());
+                (rc, "clSetKernelArg")
             },
             // SAFETY: a null value with a size reserves local memory.
-            ArgSet::Local(n) => unsafe { (api.clSetKernelArg)(k, index, n, std::ptr::null()) },
+            ArgSet::Local(n) => unsafe {
+                let rc = (api.clSetKernelArg)(k, index, n, std::ptr::null());
+                (rc, "clSetKernelArg")
+            },
             ArgSet::MemAt(_, off @ 1..) => {
                 return Err(Error::new(
                     Status::Internal,
@@ -413,28 +417,34 @@ impl Driver for OpenCl {
             ArgSet::Mem(m) | ArgSet::MemAt(m, 0) => {
                 let m = m.0 as cl_mem;
                 // SAFETY: a live memory object passed by value.
-                unsafe {
+                let rc = unsafe {
                     (api.clSetKernelArg)(
                         k,
                         index,
                         std::mem::size_of::<cl_mem>(),
                         (&m as *const cl_mem).cast(),
                     )
-                }
+                };
+                (rc, "clSetKernelArg")
             }
             // SAFETY: a null memory object value sets a null global
             // pointer (OpenCL's clSetKernelArg).
             ArgSet::Usm(0) => unsafe {
-                (api.clSetKernelArg)(k, index, std::mem::size_of::<cl_mem>(), std::ptr::null())
+                let rc =
+                    (api.clSetKernelArg)(k, index, std::mem::size_of::<cl_mem>(), std::ptr::null());
+                (rc, "clSetKernelArg")
             },
             ArgSet::Usm(p) => match (self.intel(usm), api.clSetKernelArgSVMPointer) {
                 // SAFETY: the extension takes any USM pointer value.
                 (Some(f), _) => unsafe {
-                    (f.clSetKernelArgMemPointerINTEL)(k, index, p as *const c_void)
+                    let rc = (f.clSetKernelArgMemPointerINTEL)(k, index, p as *const c_void);
+                    (rc, "clSetKernelArgMemPointerINTEL")
                 },
                 // SAFETY: SVM pointer arguments are plain values.
-                (None, Some(f)) => unsafe { f(k, index, p as *const c_void) },
-                (None, None) => CL_INVALID_OPERATION,
+                (None, Some(f)) => unsafe {
+                    (f(k, index, p as *const c_void), "clSetKernelArgSVMPointer")
+                },
+                (None, None) => (CL_INVALID_OPERATION, "clSetKernelArgSVMPointer"),
             },
         };
         if rc == CL_SUCCESS {
@@ -446,7 +456,7 @@ impl Driver for OpenCl {
             } else {
                 Status::Opencl
             },
-            format!("{} ({rc})", cl_error_name(rc)),
+            format!("{call} returned {} ({rc})", cl_error_name(rc)),
         ))
     }
 

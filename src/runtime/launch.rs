@@ -2,7 +2,7 @@
 
 use super::context::Context;
 use super::event::Event;
-use super::program::{ArgState, Kernel, KernelDeviceInfo};
+use super::program::{ArgState, Kernel, KernelDeviceInfo, SetValue};
 use super::queue::{LanePos, Queue, Submitted};
 use crate::backend::{EventH, MemH, QueueH};
 use crate::core::aspects::UsmStrategy;
@@ -164,7 +164,8 @@ impl Queue {
 /// it guards): values, local memory, memory objects (retained while they
 /// are arguments) and USM pointers through the context's USM strategy, or
 /// views of them where the context passes views (see `arg_views.rs`; the
-/// context keeps those). A memory object already set is not set again.
+/// context keeps those). A memory object or value already set is not set
+/// again.
 pub(crate) fn set_args(
     ctx: &Arc<Context>,
     kernel: &Kernel,
@@ -230,9 +231,19 @@ pub(crate) fn set_args(
                 continue;
             }
         }
+        let value = match a {
+            Arg::Bytes(b) => SetValue::of(b),
+            _ => None,
+        };
+        if value.is_some() && st.values.get(i).copied() == value {
+            continue;
+        }
         // Whatever happens next, argument `i` is no longer what was set.
         if let Some(s) = st.set.get_mut(i) {
             *s = (0, 0);
+        }
+        if let Some(v) = st.values.get_mut(i) {
+            *v = SetValue::default();
         }
         if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, a) {
             e.message = format!(
@@ -242,6 +253,9 @@ pub(crate) fn set_args(
                 e.message
             );
             return Err(e);
+        }
+        if let (Some(v), Some(slot)) = (value, st.values.get_mut(i)) {
+            *slot = v;
         }
         let Arg::Mem(m) = a else { continue };
         if viewed == 0 {

@@ -349,6 +349,33 @@ pub struct ArgState {
     pub svm: u64,
     /// Per argument with a hidden offset: the offset set now.
     pub offsets: Vec<usize>,
+    /// Per argument given by value: the bytes set now, where known (a
+    /// launch with the same bytes sets nothing: drivers charge for each
+    /// setting, and OpenCL keeps a kernel's arguments until changed).
+    pub values: Vec<SetValue>,
+}
+
+/// A value argument as last set on a kernel object: up to 16 bytes (longer
+/// values are set at every launch); none when `len` is 0.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetValue {
+    len: u8,
+    bytes: [u8; 16],
+}
+
+impl SetValue {
+    /// `b` as a value to remember (none when empty or longer than 16
+    /// bytes).
+    pub fn of(b: &[u8]) -> Option<SetValue> {
+        let mut v = SetValue {
+            len: u8::try_from(b.len())
+                .ok()
+                .filter(|&n| (1..=16).contains(&n))?,
+            bytes: [0; 16],
+        };
+        v.bytes[..b.len()].copy_from_slice(b);
+        Some(v)
+    }
 }
 
 pub struct Kernel {
@@ -431,6 +458,7 @@ impl Kernel {
                 held: vec![0; num_args as usize],
                 set: vec![(0, 0); num_args as usize],
                 offsets: vec![0; num_args as usize],
+                values: vec![SetValue::default(); num_args as usize],
                 ..ArgState::default()
             }),
         })
@@ -469,6 +497,7 @@ impl Kernel {
         }
         st.set.iter_mut().for_each(|s| *s = (0, 0));
         st.offsets.iter_mut().for_each(|o| *o = 0);
+        st.values.iter_mut().for_each(|v| *v = SetValue::default());
         st.svm = 0;
         Ok(())
     }
