@@ -397,44 +397,36 @@ impl Driver for OpenCl {
     ) -> Result<()> {
         let api = api()?;
         let k = k.0 as cl_kernel;
-        let (rc, call) = match arg {
-            // SAFETY: `b` is a readable slice of the given length.
-            ArgSet::Bytes(b) => unsafe {
-                let rc = (api.clSetKernelArg)(k, index, b.len(), b.as_ptr().cast());
-                (rc, "clSetKernelArg")
-            },
-            // SAFETY: a null value with a size reserves local memory.
-            ArgSet::Local(n) => unsafe {
-                let rc = (api.clSetKernelArg)(k, index, n, std::ptr::null());
-                (rc, "clSetKernelArg")
-            },
+        // What clSetKernelArg takes (size and value) where it serves.
+        let m: cl_mem;
+        let plain = match arg {
+            ArgSet::Bytes(b) => Some((b.len(), b.as_ptr().cast::<c_void>())),
+            // A null value with a size reserves local memory.
+            ArgSet::Local(n) => Some((n, std::ptr::null())),
             ArgSet::MemAt(_, off @ 1..) => {
                 return Err(Error::new(
                     Status::Internal,
                     format!("a memory object at byte {off} reached the driver as one argument"),
                 ))
             }
-            ArgSet::Mem(m) | ArgSet::MemAt(m, 0) => {
-                let m = m.0 as cl_mem;
-                // SAFETY: a live memory object passed by value.
-                let rc = unsafe {
-                    (api.clSetKernelArg)(
-                        k,
-                        index,
-                        std::mem::size_of::<cl_mem>(),
-                        (&m as *const cl_mem).cast(),
-                    )
-                };
-                (rc, "clSetKernelArg")
+            ArgSet::Mem(h) | ArgSet::MemAt(h, 0) => {
+                m = h.0 as cl_mem;
+                Some((std::mem::size_of::<cl_mem>(), (&m as *const cl_mem).cast()))
             }
-            // SAFETY: a null memory object value sets a null global
-            // pointer (OpenCL's clSetKernelArg).
-            ArgSet::Usm(0) => unsafe {
-                let rc =
-                    (api.clSetKernelArg)(k, index, std::mem::size_of::<cl_mem>(), std::ptr::null());
-                (rc, "clSetKernelArg")
+            // A null memory object value sets a null global pointer.
+            ArgSet::Usm(0) => Some((std::mem::size_of::<cl_mem>(), std::ptr::null())),
+            ArgSet::Usm(_) => None,
+        };
+        let (rc, call) = match (plain, arg) {
+            // SAFETY: `value` is null or points at `size` readable bytes (a
+            // slice, or a live memory object's handle) alive for the call.
+            (Some((size, value)), _) => unsafe {
+                (
+                    (api.clSetKernelArg)(k, index, size, value),
+                    "clSetKernelArg",
+                )
             },
-            ArgSet::Usm(p) => match (self.intel(usm), api.clSetKernelArgSVMPointer) {
+            (None, ArgSet::Usm(p)) => match (self.intel(usm), api.clSetKernelArgSVMPointer) {
                 // SAFETY: the extension takes any USM pointer value.
                 (Some(f), _) => unsafe {
                     let rc = (f.clSetKernelArgMemPointerINTEL)(k, index, p as *const c_void);
@@ -446,6 +438,7 @@ impl Driver for OpenCl {
                 },
                 (None, None) => (CL_INVALID_OPERATION, "clSetKernelArgSVMPointer"),
             },
+            (None, _) => (CL_INVALID_OPERATION, "clSetKernelArg"),
         };
         if rc == CL_SUCCESS {
             return Ok(());
