@@ -2,7 +2,7 @@
 
 use super::context::Context;
 use super::event::Event;
-use super::program::{ArgState, Kernel, KernelDeviceInfo, SetValue};
+use super::program::{ArgState, Kernel, KernelDeviceInfo, SetArg};
 use super::queue::{LanePos, Queue, Submitted};
 use crate::backend::{EventH, MemH, QueueH};
 use crate::core::aspects::UsmStrategy;
@@ -195,7 +195,10 @@ pub(crate) fn set_args(
         if st.generation != generation {
             // A view was released: one set here may be gone, and its
             // handle given to another.
-            st.set.iter_mut().for_each(|s| *s = (0, 0));
+            st.set
+                .iter_mut()
+                .filter(|s| matches!(s, SetArg::Mem { viewed: 1.., .. }))
+                .for_each(|s| *s = SetArg::Unknown);
             st.generation = generation;
         }
     }
@@ -203,10 +206,10 @@ pub(crate) fn set_args(
         let a = &hidden_offset(ctx, kernel, st, i, *a)?;
         // Indices past 64 have no bits: they keep pointers.
         let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
-        let now = st.set.get(i).copied().unwrap_or((0, 0));
+        let now = st.set.get(i).copied().unwrap_or_default();
         let (a, viewed) = match *a {
             Arg::Usm(p) if p != 0 && views_on && bit != 0 && st.svm & bit == 0 => {
-                if now.0 == p && now.1 != 0 {
+                if matches!(now, SetArg::Mem { viewed, .. } if viewed == p) {
                     // The view of `p` set last time, still the context's.
                     continue;
                 }
@@ -226,24 +229,17 @@ pub(crate) fn set_args(
             }
             a => (a, 0),
         };
-        if let Arg::Mem(m) = a {
-            if now == (viewed, m.0) {
-                continue;
-            }
-        }
-        let value = match a {
-            Arg::Bytes(b) => SetValue::of(b),
+        let wanted = match a {
+            Arg::Mem(m) => Some(SetArg::Mem { viewed, mem: m.0 }),
+            Arg::Bytes(b) => SetArg::value(b),
             _ => None,
         };
-        if value.is_some() && st.values.get(i).copied() == value {
+        if wanted.is_some_and(|w| w == now) {
             continue;
         }
         // Whatever happens next, argument `i` is no longer what was set.
         if let Some(s) = st.set.get_mut(i) {
-            *s = (0, 0);
-        }
-        if let Some(v) = st.values.get_mut(i) {
-            *v = SetValue::default();
+            *s = SetArg::Unknown;
         }
         if let Err(mut e) = driver.set_kernel_arg(k, ctx.strategy, i as u32, a) {
             e.message = format!(
@@ -254,8 +250,8 @@ pub(crate) fn set_args(
             );
             return Err(e);
         }
-        if let (Some(v), Some(slot)) = (value, st.values.get_mut(i)) {
-            *slot = v;
+        if let (Some(w), Some(s)) = (wanted, st.set.get_mut(i)) {
+            *s = w;
         }
         let Arg::Mem(m) = a else { continue };
         if viewed == 0 {
@@ -268,9 +264,6 @@ pub(crate) fn set_args(
                 }
                 *old = m.0;
             }
-        }
-        if let Some(s) = st.set.get_mut(i) {
-            *s = (viewed, m.0);
         }
     }
     Ok(())

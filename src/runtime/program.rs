@@ -335,10 +335,10 @@ pub struct ArgState {
     /// Memory objects given as arguments, by index (0: none), each holding
     /// one reference until another takes its place.
     pub held: Vec<usize>,
-    /// What each argument is now, where it is a memory object: the USM
-    /// address it views (0 for one the caller gave) and the object; (0, 0)
-    /// otherwise or when unknown.
-    pub set: Vec<(usize, usize)>,
+    /// What each argument is set to now, where known: a launch that
+    /// gives the same sets nothing (drivers charge for each setting, and
+    /// OpenCL keeps a kernel's arguments until they change).
+    pub set: Vec<SetArg>,
     /// The context's view generation when `set` was last trusted: views
     /// are not retained, and a released one's handle may come back.
     pub generation: u64,
@@ -349,32 +349,31 @@ pub struct ArgState {
     pub svm: u64,
     /// Per argument with a hidden offset: the offset set now.
     pub offsets: Vec<usize>,
-    /// Per argument given by value: the bytes set now, where known (a
-    /// launch with the same bytes sets nothing: drivers charge for each
-    /// setting, and OpenCL keeps a kernel's arguments until changed).
-    pub values: Vec<SetValue>,
 }
 
-/// A value argument as last set on a kernel object: up to 16 bytes (longer
-/// values are set at every launch); none when `len` is 0.
+/// An argument as last set on a kernel object.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct SetValue {
-    len: u8,
-    bytes: [u8; 16],
+pub enum SetArg {
+    /// Not known (never set, or its setting failed or may be stale).
+    #[default]
+    Unknown,
+    /// A memory object, and the USM address it views (0 for one the
+    /// caller gave).
+    Mem { viewed: usize, mem: usize },
+    /// A value of up to 16 bytes (longer ones are set at every launch).
+    Value { len: u8, bytes: [u8; 16] },
 }
 
-impl SetValue {
-    /// `b` as a value to remember (none when empty or longer than 16
+impl SetArg {
+    /// The value `b` as remembered (none when empty or longer than 16
     /// bytes).
-    pub fn of(b: &[u8]) -> Option<SetValue> {
-        let mut v = SetValue {
-            len: u8::try_from(b.len())
-                .ok()
-                .filter(|&n| (1..=16).contains(&n))?,
-            bytes: [0; 16],
-        };
-        v.bytes[..b.len()].copy_from_slice(b);
-        Some(v)
+    pub fn value(b: &[u8]) -> Option<SetArg> {
+        let len = u8::try_from(b.len())
+            .ok()
+            .filter(|&n| (1..=16).contains(&n))?;
+        let mut bytes = [0; 16];
+        bytes[..b.len()].copy_from_slice(b);
+        Some(SetArg::Value { len, bytes })
     }
 }
 
@@ -456,9 +455,8 @@ impl Kernel {
             bound: Mutex::new(vec![None; num_args as usize]),
             lock: Mutex::new(ArgState {
                 held: vec![0; num_args as usize],
-                set: vec![(0, 0); num_args as usize],
+                set: vec![SetArg::Unknown; num_args as usize],
                 offsets: vec![0; num_args as usize],
-                values: vec![SetValue::default(); num_args as usize],
                 ..ArgState::default()
             }),
         })
@@ -495,9 +493,8 @@ impl Kernel {
                 *m = 0;
             }
         }
-        st.set.iter_mut().for_each(|s| *s = (0, 0));
+        st.set.iter_mut().for_each(|s| *s = SetArg::Unknown);
         st.offsets.iter_mut().for_each(|o| *o = 0);
-        st.values.iter_mut().for_each(|v| *v = SetValue::default());
         st.svm = 0;
         Ok(())
     }
