@@ -397,12 +397,17 @@ impl Driver for OpenCl {
     ) -> Result<()> {
         let api = api()?;
         let k = k.0 as cl_kernel;
-        // What clSetKernelArg takes (size and value) where it serves.
-        let m: cl_mem;
-        let plain = match arg {
-            ArgSet::Bytes(b) => Some((b.len(), b.as_ptr().cast::<c_void>())),
+        let plain = |size: usize, value: *const c_void| {
+            // SAFETY: every use below passes a null value or one pointing
+            // at `size` readable bytes (a slice, or a memory object's
+            // handle) alive for the call.
+            let rc = unsafe { (api.clSetKernelArg)(k, index, size, value) };
+            (rc, "clSetKernelArg")
+        };
+        let (rc, call) = match arg {
+            ArgSet::Bytes(b) => plain(b.len(), b.as_ptr().cast()),
             // A null value with a size reserves local memory.
-            ArgSet::Local(n) => Some((n, std::ptr::null())),
+            ArgSet::Local(n) => plain(n, std::ptr::null()),
             ArgSet::MemAt(_, off @ 1..) => {
                 return Err(Error::new(
                     Status::Internal,
@@ -410,23 +415,12 @@ impl Driver for OpenCl {
                 ))
             }
             ArgSet::Mem(h) | ArgSet::MemAt(h, 0) => {
-                m = h.0 as cl_mem;
-                Some((std::mem::size_of::<cl_mem>(), (&m as *const cl_mem).cast()))
+                let m = h.0 as cl_mem;
+                plain(std::mem::size_of::<cl_mem>(), (&m as *const cl_mem).cast())
             }
             // A null memory object value sets a null global pointer.
-            ArgSet::Usm(0) => Some((std::mem::size_of::<cl_mem>(), std::ptr::null())),
-            ArgSet::Usm(_) => None,
-        };
-        let (rc, call) = match (plain, arg) {
-            // SAFETY: `value` is null or points at `size` readable bytes (a
-            // slice, or a live memory object's handle) alive for the call.
-            (Some((size, value)), _) => unsafe {
-                (
-                    (api.clSetKernelArg)(k, index, size, value),
-                    "clSetKernelArg",
-                )
-            },
-            (None, ArgSet::Usm(p)) => match (self.intel(usm), api.clSetKernelArgSVMPointer) {
+            ArgSet::Usm(0) => plain(std::mem::size_of::<cl_mem>(), std::ptr::null()),
+            ArgSet::Usm(p) => match (self.intel(usm), api.clSetKernelArgSVMPointer) {
                 // SAFETY: the extension takes any USM pointer value.
                 (Some(f), _) => unsafe {
                     let rc = (f.clSetKernelArgMemPointerINTEL)(k, index, p as *const c_void);
@@ -438,7 +432,6 @@ impl Driver for OpenCl {
                 },
                 (None, None) => (CL_INVALID_OPERATION, "clSetKernelArgSVMPointer"),
             },
-            (None, _) => (CL_INVALID_OPERATION, "clSetKernelArg"),
         };
         if rc == CL_SUCCESS {
             return Ok(());
