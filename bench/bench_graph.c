@@ -430,13 +430,7 @@ static void sy_buffers(sy_t *s, int graph, run *out, int *backend) {
   size_t origin[3] = {0, 0, 0}, range[3] = {W * W, 0, 0};
   int k;
   for (k = 0; k < 2; ++k) {
-    syrah_buffer_desc bd;
-    memset(&bd, 0, sizeof bd);
-    bd.element_size = sizeof(int);
-    bd.dimensions = 1;
-    bd.range[0] = W * W;
-    bd.host_pointer = grid0;
-    bd.ownership = SYRAH_HOST_COPY_IN;
+    syrah_buffer_desc bd = syrah_buffer_desc_1d(sizeof(int), W * W, grid0, SYRAH_HOST_COPY_IN);
     SY_OK(syrah_buffer_create(&bd, &grids[k]));
   }
   {
