@@ -249,6 +249,56 @@ static void kernel_enqueue(env *e) {
   free(host);
 }
 
+/* Two USM launches behind a user event on the in-order queue, neither
+ * with an event: the first waits for the user event, the second for the
+ * first, and the second's enqueue fails. OpenCL enqueues both at once
+ * (the second's status is the failure); the CUDA back end holds both
+ * until the user event completes, when nobody can be told of the
+ * second's failure at once. Either way it surfaces exactly once, naming
+ * the call, and the memory keeps the data of the launches that ran. */
+static void held_launch(env *e) {
+  size_t n = 0;
+  int *host = fresh_host(&n), *back = (int *)calloc(n, sizeof(int)), one = 1, hundred = 100;
+  void *m = NULL;
+  syrah_event *ue = NULL;
+  const syrah_event *dep;
+  syrah_status s;
+  const char *call = e->cuda ? "cuLaunchKernel" : "clEnqueueNDRangeKernel";
+  syrah_range r;
+  syrah_kernel_arg args[2];
+  if (!host || !back || syrah_malloc_device(e->ctx, e->d, n * sizeof(int), &m) != SYRAH_SUCCESS ||
+      syrah_user_event_create(e->ctx, &ue) != SYRAH_SUCCESS) {
+    T_FAIL("launches behind a held one: %s", syrah_last_error_message());
+    free(host);
+    free(back);
+    return;
+  }
+  EXPECT_OK(syrah_queue_memcpy(e->q, m, host, n * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  r = syrah_range_1d(n);
+  args[0] = syrah_arg_usm(m);
+  args[1] = syrah_arg_value(&one, sizeof one);
+  dep = ue;
+  scenario = "kernel enqueue behind a held one";
+  printf("-- %s: %s fails once, at its second use\n", scenario, call);
+  faultcl_arm(call, 2, 1, busy(e));
+  EXPECT_OK(syrah_queue_launch(e->q, e->k, &r, args, 2, &dep, 1, NULL));
+  args[1] = syrah_arg_value(&hundred, sizeof hundred);
+  s = syrah_queue_launch(e->q, e->k, &r, args, 2, NULL, 0, NULL);
+  EXPECT_OK(syrah_user_event_complete(ue, false));
+  once(s, e->q, call);
+  disarm(call, 0);
+  EXPECT_OK(syrah_event_release(ue));
+  args[1] = syrah_arg_value(&one, sizeof one);
+  EXPECT_OK(syrah_queue_launch(e->q, e->k, &r, args, 2, NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_memcpy(e->q, back, m, n * sizeof(int), NULL, 0, NULL));
+  EXPECT_OK(syrah_queue_wait(e->q));
+  expect_data(back, n, 2, "a failed launch behind a held one");
+  EXPECT_OK(syrah_free(e->ctx, m));
+  free(host);
+  free(back);
+}
+
 /* USM: an allocation and a copy that fail once, then work. */
 static void usm(env *e) {
   size_t n = 0;
@@ -635,6 +685,7 @@ static void test_device(const syrah_device *d) {
   if (e.strategy != SYRAH_USM_STRATEGY_NONE) {
     usm(&e);
     graph_copy(&e);
+    held_launch(&e);
   } else {
     t_skip("USM allocation and copy faults", "the device has no USM");
   }

@@ -238,6 +238,14 @@ pub trait Driver: Send + Sync {
         crate::core::cl_status::cl_error_name(code).to_string()
     }
 
+    /// What failed where command `e` could not be given to the device (a
+    /// call of the driver's, named), when the back end knows more than
+    /// its failure status says.
+    fn failure_detail(&self, e: EventH) -> Option<String> {
+        let _ = e;
+        None
+    }
+
     /// Gives back the runtime's reference to `e`.
     fn release_event(&self, e: EventH);
 

@@ -86,6 +86,10 @@ impl Driver for Cuda {
         true
     }
 
+    fn failure_detail(&self, e: EventH) -> Option<String> {
+        events::of(e).why().map(str::to_string)
+    }
+
     /// CUDA's name for the error that ended the command.
     fn failure_name(&self, code: i32) -> String {
         match (events::cuda_code(code), api()) {

@@ -26,7 +26,7 @@ use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The failure status of a command that ended in CUDA error `code`
 /// (negative, as the seam's statuses are).
@@ -81,6 +81,8 @@ enum Kind {
         seq: AtomicU64,
         state: AtomicU8,
         code: AtomicI32,
+        /// What failed, where the command could not be enqueued.
+        why: OnceLock<String>,
     },
     /// A user event.
     User { done: AtomicBool },
@@ -155,6 +157,7 @@ impl Ev {
                 seq: AtomicU64::new(0),
                 state: AtomicU8::new(HELD),
                 code: AtomicI32::new(0),
+                why: OnceLock::new(),
             },
             later: Mutex::new(Later::default()),
         }))
@@ -222,12 +225,20 @@ impl Ev {
         Ok(())
     }
 
-    /// Ends a held command that could not be enqueued, with failure
-    /// status `code`; streams waiting for it are added to `woken`.
-    pub fn fail(self: &Arc<Self>, code: i32, woken: &mut Vec<Arc<Stream>>) {
-        let Kind::Command { state, code: c, .. } = &self.kind else {
+    /// Ends a command that could not be enqueued (or that reports such a
+    /// command before it on its stream) with failure status `code`, `why`
+    /// saying what failed; streams waiting for it are added to `woken`.
+    pub fn fail(self: &Arc<Self>, code: i32, why: String, woken: &mut Vec<Arc<Stream>>) {
+        let Kind::Command {
+            state,
+            code: c,
+            why: w,
+            ..
+        } = &self.kind
+        else {
             return;
         };
+        let _ = w.set(why);
         let later = self.settle(|| {
             c.store(code, Ordering::Release);
             state.store(FAILED, Ordering::Release);
@@ -254,6 +265,14 @@ impl Ev {
         match &self.kind {
             Kind::Command { state, .. } => state.load(Ordering::Acquire) != HELD,
             Kind::User { done } => done.load(Ordering::Acquire),
+        }
+    }
+
+    /// What failed, where the command could not be enqueued.
+    pub fn why(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Command { why, .. } => why.get().map(String::as_str),
+            Kind::User { .. } => None,
         }
     }
 

@@ -69,13 +69,33 @@ impl Held for Job {
         if elsewhere {
             s.changes_host(seq);
         }
-        let Some(e) = ev else { return };
+        let Some(e) = ev else {
+            // Nobody can be told now: the stream's next event is.
+            if let Err(err) = done {
+                s.lose(events::failure_of(&err), err.message);
+            }
+            return;
+        };
         if done.is_ok() {
             done = e.recorded(api, s, seq, woken);
         }
-        if let Err(err) = done {
-            e.fail(events::failure_of(&err), woken);
+        match done {
+            Err(err) => e.fail(events::failure_of(&err), err.message, woken),
+            Ok(()) => report_lost(s, &e, woken),
         }
+    }
+}
+
+/// Has `e`, the event of a command on `s`, report the failure of a held
+/// command before it that had no event of its own (see
+/// [`Stream::lose`]).
+fn report_lost(s: &Stream, e: &Arc<Ev>, woken: &mut Vec<Arc<Stream>>) {
+    if let Some((code, why)) = s.take_lost() {
+        e.fail(
+            code,
+            format!("a command before it without an event failed: {why}"),
+            woken,
+        );
     }
 }
 
@@ -228,6 +248,8 @@ fn run(q: QueueH, waits: &[EventH], ev: Option<&mut EventH>, cmd: impl Command) 
             e.start(api, s)?;
             cmd.now(api, s, &enq)?;
             e.recorded_new(api, s, seq)?;
+            // Nobody waits for the new event yet: nothing is woken.
+            report_lost(s, &e, &mut Vec::new());
             *slot = events::handle(e);
             Ok(())
         });

@@ -15,7 +15,7 @@ use super::loader::{
     api, check, Api, CUcontext, CUevent, CUstream, CUDA_SUCCESS, CU_STREAM_NON_BLOCKING,
 };
 use crate::backend::QueueH;
-use crate::core::error::Result;
+use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -156,6 +156,10 @@ pub struct Stream {
     /// change: one that writes it, or one that waits for a command of
     /// another stream (which may write it, or wait for one that does).
     host_changes: AtomicU64,
+    /// The failure of a held command without an event, not yet reported:
+    /// its status and what failed. The stream's next event reports it;
+    /// until then each wait for the stream fails.
+    lost: Mutex<Option<(i32, String)>>,
 }
 
 /// What has been given to a stream, and what waits on the host for it.
@@ -225,6 +229,7 @@ impl Stream {
             drained: Condvar::new(),
             done: Arc::new(AtomicU64::new(0)),
             host_changes: AtomicU64::new(0),
+            lost: Mutex::new(None),
         };
         if timed {
             let mut ev: CUevent = std::ptr::null_mut();
@@ -319,8 +324,22 @@ impl Stream {
         }
     }
 
+    /// Notes that a held command without an event failed (status `code`,
+    /// `why` saying what): nobody can be told now. The first such failure
+    /// stays until [`Stream::take_lost`].
+    pub fn lose(&self, code: i32, why: String) {
+        self.lost.lock().get_or_insert((code, why));
+    }
+
+    /// The failure noted by [`Stream::lose`], taken by the event that
+    /// reports it.
+    pub fn take_lost(&self) -> Option<(i32, String)> {
+        self.lost.lock().take()
+    }
+
     /// Waits until no command is held for this stream, then for the
-    /// stream itself.
+    /// stream itself. A held command that failed unreported fails the
+    /// wait (and stays for the stream's next event to report).
     pub fn drain(&self) -> Result<()> {
         let upto = {
             let mut t = self.tail.lock();
@@ -334,6 +353,12 @@ impl Stream {
         // SAFETY: a live stream of the current context.
         let rc = unsafe { (api.cuStreamSynchronize)(self.raw) };
         check(api, rc, "cuStreamSynchronize")?;
+        if let Some((_, why)) = self.lost.lock().as_ref() {
+            return Err(Error::new(
+                Status::ExecutionFailed,
+                format!("a command enqueued without an event failed: {why}"),
+            ));
+        }
         // What was given to the stream before the wait has completed.
         self.passed(upto);
         Ok(())

@@ -513,6 +513,15 @@ impl Event {
 
     /// The failure this event carries, built whether or not it was reported.
     pub fn failure(&self, code: i32) -> Error {
+        let detail = (!self.handle.is_none())
+            .then(|| self.driver.failure_detail(self.handle))
+            .flatten();
+        if let Some(why) = detail {
+            return Error::new(
+                Status::ExecutionFailed,
+                format!("{} failed: {why}", self.what),
+            );
+        }
         Error::new(
             Status::ExecutionFailed,
             format!(
