@@ -217,7 +217,14 @@ impl Event {
         }
         let mut failure = (status < 0).then(|| self.failure(status));
         if failure.is_none() {
-            let deps = self.deps.lock().clone();
+            let deps = {
+                let d = self.deps.lock();
+                if d.is_empty() {
+                    SmallVec::new()
+                } else {
+                    d.clone()
+                }
+            };
             for d in deps {
                 if let Some(Err(e)) = d.outcome()? {
                     failure = Some(Error::new(

@@ -344,11 +344,15 @@ impl Queue {
         }
         // Tracked: what the command follows on a lane gets an event too.
         let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
-        all.extend(others);
-        if let Some(&(lane, seq)) = last.first() {
-            all.extend(self.event_at(lane, seq)?.0);
+        if !others.is_empty() {
+            all.extend(others);
         }
-        self.submit(&all, what(), keep, |q, wl, ev| enqueue(q, wl, Some(ev)))
+        if let Some(&(lane, seq)) = last.first() {
+            if let Some(e) = self.event_at(lane, seq)?.0 {
+                all.push(e);
+            }
+        }
+        self.submit_owned(all, what(), keep, |q, wl, ev| enqueue(q, wl, Some(ev)))
             .map(Submitted::Event)
     }
 
@@ -467,9 +471,19 @@ impl Queue {
         keep: Keep,
         enqueue: impl FnOnce(QueueH, &[EventH], &mut EventH) -> Result<()>,
     ) -> Result<Arc<Event>> {
-        self.note_host_hazards(deps, None);
+        self.submit_owned(deps.iter().cloned().collect(), what, keep, enqueue)
+    }
+
+    /// [`Queue::submit`], given its dependencies as a list of its own.
+    pub(crate) fn submit_owned(
+        &self,
+        mut all: SmallVec<[Arc<Event>; 8]>,
+        what: impl Into<Arc<str>>,
+        keep: Keep,
+        enqueue: impl FnOnce(QueueH, &[EventH], &mut EventH) -> Result<()>,
+    ) -> Result<Arc<Event>> {
+        self.note_host_hazards(&all, None);
         let mut lanes = self.lanes.lock();
-        let mut all: SmallVec<[Arc<Event>; 8]> = deps.iter().cloned().collect();
         if let Some(b) = &lanes.barrier {
             if b.is_done() {
                 lanes.barrier = None;
@@ -509,7 +523,9 @@ impl Queue {
                 wl.push(d.handle);
             }
         }
-        wl.extend(bridges.iter().map(|b| b.handle));
+        if !bridges.is_empty() {
+            wl.extend(bridges.iter().map(|b| b.handle));
+        }
         let tracer = crate::runtime::trace::tracer();
         let submitted = tracer.map_or(0, |t| t.now_ns());
         let mut handle = EventH::NONE;
@@ -539,7 +555,9 @@ impl Queue {
         // outcome depend on theirs.
         all.retain(|d| d.passes_failure_on());
         // The bridges stay alive until the command's outcome is known.
-        all.extend(bridges);
+        if !bridges.is_empty() {
+            all.extend(bridges);
+        }
         let ev = Event::new(
             handle,
             self.driver(),
