@@ -15,6 +15,9 @@
 //! launches, and buffers' memory objects with their copies and fills go
 //! through it too.
 
+pub mod handoff;
+pub mod handoff_driver;
+
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::NdRange;

@@ -292,7 +292,11 @@ fn load_platform(api: &Api, id: cl_platform_id, index: usize) -> Result<Platform
         intel_usm,
         command_buffers,
         devices,
-        driver: crate::opencl::driver::OpenCl::for_platform(id, intel_usm, command_buffers),
+        driver: crate::backend::handoff_driver::wrap(crate::opencl::driver::OpenCl::for_platform(
+            id,
+            intel_usm,
+            command_buffers,
+        )),
     })
 }
 

@@ -1,0 +1,322 @@
+//! Submission on a thread of Syrah's own: the queue of driver calls that
+//! one thread per wrapped back end makes in the order they were asked
+//! for, and the events standing for commands not yet given to the driver.
+//! `handoff_driver.rs` wraps a back end with it (`SYRAH_SUBMIT=thread`),
+//! so that the caller's bookkeeping for one command runs while the driver
+//! takes its microseconds enqueueing the one before.
+
+use super::{ArgSet, Driver, EventH, KernelH, MemH};
+use crate::core::aspects::UsmStrategy;
+use crate::core::error::{Error, Status};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A driver call made on the submission thread.
+pub type Job = Box<dyn FnOnce(&'static dyn Driver) + Send>;
+
+/// How long the thread looks for work before it sleeps, and a caller
+/// for the thread before it sleeps: waking a thread costs microseconds.
+const SPIN_FOR: Duration = Duration::from_micros(100);
+
+/// Jobs the thread may be behind before a caller waits for it.
+const BACKLOG: u64 = 1024;
+
+/// The failure status an event reports for a command that could not be
+/// enqueued (its message comes through `Driver::failure_detail`).
+pub const NOT_ENQUEUED: i32 = -59;
+
+/// Whether `SYRAH_SUBMIT=thread` asks for submission on Syrah's thread
+/// (`caller`, empty or unset: on the caller's; another value is named on
+/// standard error once and ignored).
+pub fn wanted() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("SYRAH_SUBMIT").as_deref() {
+        Ok("thread") => true,
+        Ok("caller") | Ok("") | Err(_) => false,
+        Ok(v) => {
+            eprintln!("syrah: SYRAH_SUBMIT='{v}' is not 'thread' or 'caller'; it is ignored");
+            false
+        }
+    })
+}
+
+/// An event handed out for a command: made when the command is asked
+/// for, given the driver's event once the thread has enqueued it (or the
+/// reason it could not).
+pub struct Proxy {
+    /// The job that enqueues the command (0: made on the caller's thread).
+    pub seq: u64,
+    /// The driver's event (0 until the job has run, or where it failed).
+    pub real: AtomicUsize,
+    /// Why the command could not be enqueued, or the failure of one
+    /// before it on its queue that it reports.
+    pub failure: OnceLock<Error>,
+}
+
+impl Proxy {
+    /// A new event for job `seq`, as a handle.
+    pub fn handle(seq: u64, real: EventH) -> EventH {
+        let p = Box::new(Proxy {
+            seq,
+            real: AtomicUsize::new(real.0),
+            failure: OnceLock::new(),
+        });
+        EventH(Box::into_raw(p) as usize)
+    }
+
+    /// The event behind handle `e` (no event: one that never had a
+    /// command).
+    pub fn of(e: EventH) -> &'static Proxy {
+        static NONE: Proxy = Proxy {
+            seq: 0,
+            real: AtomicUsize::new(0),
+            failure: OnceLock::new(),
+        };
+        if e.is_none() {
+            return &NONE;
+        }
+        // SAFETY: every other event handle of a wrapped back end was made
+        // by `Proxy::handle` and lives until `Proxy::free`, after the last
+        // use the runtime makes of it.
+        unsafe { &*(e.0 as *const Proxy) }
+    }
+
+    /// Frees the event behind `e` (its driver event is released apart).
+    pub fn free(e: EventH) {
+        // SAFETY: made by `Proxy::handle`, freed once, when the runtime
+        // has given the handle back.
+        drop(unsafe { Box::from_raw(e.0 as *mut Proxy) });
+    }
+
+    /// The driver's event, where the job has run and enqueued it.
+    pub fn real(&self) -> Option<EventH> {
+        Some(self.real.load(Ordering::Acquire))
+            .filter(|&r| r != 0)
+            .map(EventH)
+    }
+}
+
+/// An argument copied for the thread.
+pub enum OwnedArg {
+    Bytes(smallvec::SmallVec<[u8; 16]>),
+    Other(ArgSet<'static>),
+}
+
+impl OwnedArg {
+    pub fn of(arg: ArgSet<'_>) -> OwnedArg {
+        match arg {
+            ArgSet::Bytes(b) => OwnedArg::Bytes(b.into()),
+            ArgSet::Local(n) => OwnedArg::Other(ArgSet::Local(n)),
+            ArgSet::Mem(m) => OwnedArg::Other(ArgSet::Mem(m)),
+            ArgSet::Usm(p) => OwnedArg::Other(ArgSet::Usm(p)),
+            ArgSet::MemAt(m, o) => OwnedArg::Other(ArgSet::MemAt(m, o)),
+        }
+    }
+
+    fn get(&self) -> ArgSet<'_> {
+        match self {
+            OwnedArg::Bytes(b) => ArgSet::Bytes(b),
+            OwnedArg::Other(a) => *a,
+        }
+    }
+}
+
+/// A call that answers nothing and costs the driver little, queued
+/// without a job of its own: the thread makes it before the next job, or
+/// when it has nothing else to do.
+pub enum Small {
+    SetArg(KernelH, UsmStrategy, u32, OwnedArg),
+    Retain(MemH),
+    Release(MemH),
+}
+
+/// What waits for the thread: jobs, each after the small calls queued
+/// before it, and the small calls queued since the last job.
+#[derive(Default)]
+struct Pending {
+    jobs: VecDeque<(u64, Vec<Small>, Job)>,
+    small: Vec<Small>,
+}
+
+/// The submission thread's queue and what it has done.
+pub struct Line {
+    jobs: Mutex<Pending>,
+    wake: Condvar,
+    asleep: AtomicBool,
+    /// Jobs queued so far (the last one's number).
+    pushed: AtomicU64,
+    /// Jobs run so far.
+    done: AtomicU64,
+    idle: Mutex<()>,
+    ran: Condvar,
+    /// The first job a caller sleeps until (u64::MAX: none sleeps).
+    awaited: AtomicU64,
+    /// Per queue: the failure of a command without an event, not yet
+    /// reported by an event of that queue.
+    pub lost: Mutex<HashMap<usize, Error>>,
+    /// Per kernel and argument: the failure of the thread's last setting
+    /// of it (a launch of the kernel fails until it is set again).
+    pub poisoned: Mutex<HashMap<(usize, u32), Error>>,
+}
+
+impl Line {
+    /// A line whose thread makes its calls on `inner`; None where the
+    /// thread cannot be started.
+    pub fn start(inner: &'static dyn Driver) -> Option<&'static Line> {
+        let line: &'static Line = Box::leak(Box::new(Line {
+            jobs: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            asleep: AtomicBool::new(false),
+            pushed: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            idle: Mutex::new(()),
+            ran: Condvar::new(),
+            awaited: AtomicU64::new(u64::MAX),
+            lost: Mutex::new(HashMap::new()),
+            poisoned: Mutex::new(HashMap::new()),
+        }));
+        std::thread::Builder::new()
+            .name("syrah-submit".into())
+            .spawn(move || line.run(inner))
+            .ok()
+            .map(|_| line)
+    }
+
+    /// Queues the job `make` returns given its number; returns the number.
+    /// A caller [`BACKLOG`] jobs ahead of the thread first waits until it
+    /// is half as far ahead (the thread's calls never wait for a caller).
+    pub fn push(&self, make: impl FnOnce(u64) -> Job) -> u64 {
+        let ahead = self.pushed.load(Ordering::Acquire);
+        if ahead >= self.done.load(Ordering::Acquire) + BACKLOG {
+            self.reach(ahead - BACKLOG / 2);
+        }
+        let mut p = self.jobs.lock();
+        let seq = self.pushed.load(Ordering::Relaxed) + 1;
+        let small = std::mem::take(&mut p.small);
+        p.jobs.push_back((seq, small, make(seq)));
+        self.pushed.store(seq, Ordering::Release);
+        if self.asleep.load(Ordering::Acquire) {
+            self.wake.notify_one();
+        }
+        seq
+    }
+
+    /// Queues a small call (see [`Small`]).
+    pub fn push_small(&self, call: Small) {
+        let mut p = self.jobs.lock();
+        p.small.push(call);
+        if self.asleep.load(Ordering::Acquire) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Makes one small call on the thread.
+    fn small(&self, inner: &'static dyn Driver, call: Small) {
+        match call {
+            Small::SetArg(k, usm, index, arg) => {
+                let mut poisoned = self.poisoned.lock();
+                match inner.set_kernel_arg(k, usm, index, arg.get()) {
+                    Err(e) => {
+                        poisoned.insert((k.0, index), e);
+                    }
+                    Ok(()) if !poisoned.is_empty() => {
+                        poisoned.remove(&(k.0, index));
+                    }
+                    Ok(()) => {}
+                }
+            }
+            Small::Retain(m) => inner.retain_mem(m),
+            Small::Release(m) => inner.release_mem(m),
+        }
+    }
+
+    /// Waits until job `seq` has run.
+    pub fn reach(&self, seq: u64) {
+        if self.done.load(Ordering::Acquire) >= seq {
+            return;
+        }
+        let since = Instant::now();
+        while since.elapsed() < SPIN_FOR {
+            std::hint::spin_loop();
+            if self.done.load(Ordering::Acquire) >= seq {
+                return;
+            }
+        }
+        let mut g = self.idle.lock();
+        while self.done.load(Ordering::Acquire) < seq {
+            self.awaited.fetch_min(seq, Ordering::AcqRel);
+            if self.done.load(Ordering::Acquire) >= seq {
+                break;
+            }
+            self.ran.wait_for(&mut g, Duration::from_millis(2));
+        }
+    }
+
+    /// Waits until every job and small call queued so far has run.
+    pub fn drain(&self) {
+        if !self.jobs.lock().small.is_empty() {
+            self.push(|_| Box::new(|_| {}));
+        }
+        self.reach(self.pushed.load(Ordering::Acquire));
+    }
+
+    /// The thread: runs the jobs in order, and sleeps after looking for
+    /// more for a while.
+    fn run(&self, inner: &'static dyn Driver) {
+        let mut idle_since = Instant::now();
+        loop {
+            let (next, loose) = {
+                let mut p = self.jobs.lock();
+                match p.jobs.pop_front() {
+                    Some(j) => (Some(j), Vec::new()),
+                    None => (None, std::mem::take(&mut p.small)),
+                }
+            };
+            let Some((seq, small, job)) = next else {
+                if !loose.is_empty() {
+                    loose.into_iter().for_each(|c| self.small(inner, c));
+                    idle_since = Instant::now();
+                    continue;
+                }
+                if idle_since.elapsed() < SPIN_FOR {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let mut p = self.jobs.lock();
+                self.asleep.store(true, Ordering::Release);
+                while p.jobs.is_empty() && p.small.is_empty() {
+                    self.wake.wait(&mut p);
+                }
+                self.asleep.store(false, Ordering::Release);
+                continue;
+            };
+            small.into_iter().for_each(|c| self.small(inner, c));
+            job(inner);
+            self.done.store(seq, Ordering::Release);
+            if self.awaited.load(Ordering::Acquire) <= seq {
+                let _g = self.idle.lock();
+                self.awaited.store(u64::MAX, Ordering::Release);
+                self.ran.notify_all();
+            }
+            idle_since = Instant::now();
+        }
+    }
+
+    /// Notes the failure of a command without an event on queue `q`: the
+    /// first stays until an event of `q` reports it.
+    pub fn lose(&self, q: usize, e: Error) {
+        self.lost.lock().entry(q).or_insert(e);
+    }
+
+    /// The failure an event reports for a command without an event before
+    /// it on its queue.
+    pub fn before(e: &Error) -> Error {
+        Error::new(
+            Status::ExecutionFailed,
+            format!("a command before it without an event failed: {}", e.message),
+        )
+    }
+}
