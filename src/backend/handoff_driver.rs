@@ -43,14 +43,18 @@ pub fn wrap(inner: &'static dyn Driver) -> &'static dyn Driver {
     if !wanted() {
         return inner;
     }
-    match Line::start(inner) {
-        Some(line) => Box::leak(Box::new(Handoff {
-            inner,
-            line,
-            queues: RwLock::new(HashSet::new()),
-        })),
-        None => inner,
-    }
+    threaded(inner).unwrap_or(inner)
+}
+
+/// `inner` wrapped, whatever the environment says; None where the
+/// thread cannot be started.
+pub fn threaded(inner: &'static dyn Driver) -> Option<&'static dyn Driver> {
+    let line = Line::start(inner)?;
+    Some(Box::leak(Box::new(Handoff {
+        inner,
+        line,
+        queues: RwLock::new(HashSet::new()),
+    })))
 }
 
 /// The driver's events for `waits`, each enqueued already (the caller

@@ -17,6 +17,8 @@
 
 pub mod handoff;
 pub mod handoff_driver;
+#[cfg(test)]
+mod handoff_tests;
 
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
