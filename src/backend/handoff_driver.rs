@@ -582,6 +582,9 @@ impl Driver for Handoff {
     fn launch_takes_args(&self) -> bool {
         self.inner.launch_takes_args()
     }
+    fn hands_off(&self) -> bool {
+        true
+    }
 
     fn enqueue_kernel_with(
         &self,
@@ -615,6 +618,12 @@ impl Driver for Handoff {
             return self
                 .inner
                 .enqueue_memcpy(q, usm, dst, src, size, host, waits, ev);
+        }
+        if host == HostEnd::Device && self.known(q) {
+            self.defer(q, waits, ev, move |inner, w, e| {
+                inner.enqueue_memcpy(q, usm, dst, src, size, host, w, e)
+            });
+            return Ok(());
         }
         // Either side may be host memory its caller reuses once the
         // driver has read it: given to the driver now.

@@ -213,6 +213,9 @@ pub enum HostEnd {
     Unknown,
     Src,
     Dst,
+    /// Neither: both are device allocations (said where the back end
+    /// [`Driver::hands_off`] its commands).
+    Device,
 }
 
 /// An object a back end hands to a user for interoperation.
@@ -563,6 +566,13 @@ pub trait Driver: Send + Sync {
     /// arguments given for that launch alone, so that a launch need not
     /// set them on the kernel first.
     fn launch_takes_args(&self) -> bool {
+        false
+    }
+
+    /// Whether commands reach the driver later, from a thread of Syrah's
+    /// (see `handoff.rs`): a copy between device allocations said to be
+    /// so ([`HostEnd::Device`]) then goes the same way.
+    fn hands_off(&self) -> bool {
         false
     }
 

@@ -70,6 +70,18 @@ impl Queue {
         self.foreign(addr, what).map_or(Ok(()), Err)
     }
 
+    /// What is known of a copy's ends for the back end: both device
+    /// allocations of this context, asked only where it hands its
+    /// commands off (see [`HostEnd::Device`]).
+    pub(crate) fn ends_of(&self, dst: *const c_void, src: *const c_void) -> HostEnd {
+        let device = |p| matches!(self.ctx.pointer_kind(p), Some((AllocKind::Device, _)));
+        if self.driver().hands_off() && device(dst) && device(src) {
+            HostEnd::Device
+        } else {
+            HostEnd::Unknown
+        }
+    }
+
     /// Issues one USM copy on lane `q`; `ev` receives its event when
     /// given. `host`: the side known to be host memory, if any.
     #[allow(clippy::too_many_arguments)]
@@ -208,7 +220,7 @@ impl Queue {
             || format!("memcpy of {size} bytes"),
             None,
             want_event || writes_host,
-            |q, wl, ev| self.copy_cmd(q, dst, src, size, HostEnd::Unknown, wl, ev),
+            |q, wl, ev| self.copy_cmd(q, dst, src, size, self.ends_of(dst, src), wl, ev),
         )?;
         if let (true, Submitted::Event(e)) = (writes_host, &done) {
             self.note_host_hazards(&[], Some(e));

@@ -4,7 +4,7 @@
 //! neither staging nor checks at each submission.
 
 use super::{Action, Graph};
-use crate::backend::{EventH, HostEnd, QueueH};
+use crate::backend::{EventH, QueueH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::fill::{self, FillPlan};
 use crate::runtime::launch::enqueue_ndrange;
@@ -60,7 +60,8 @@ pub(crate) fn enqueue(
             enqueue_ndrange(lane, k, range, local, wl, ev)
         }
         (Action::Memcpy { dst, src, size }, _) => {
-            q.copy_cmd(lane, p(*dst), p(*src), *size, HostEnd::Unknown, wl, ev)
+            let ends = q.ends_of(p(*dst), p(*src));
+            q.copy_cmd(lane, p(*dst), p(*src), *size, ends, wl, ev)
         }
         (Action::Fill { ptr, pattern, size }, _) => {
             q.fill_cmd(lane, p(*ptr), pattern, *size, wl, ev)
