@@ -7,8 +7,9 @@
 
 use super::{ArgSet, Driver, EventH, KernelH, MemH};
 use crate::core::aspects::UsmStrategy;
-use crate::core::error::{Error, Status};
+use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -99,9 +100,28 @@ impl Proxy {
     }
 }
 
+/// The driver's events for `waits`, each enqueued already (the caller
+/// is the thread, or has waited for it); a command waiting for one that
+/// could not be enqueued cannot be either.
+pub fn reals(waits: &[EventH]) -> Result<SmallVec<[EventH; 8]>> {
+    waits
+        .iter()
+        .map(|&w| {
+            let p = Proxy::of(w);
+            p.real().ok_or_else(|| {
+                let why = p.failure.get().map_or("", |e| e.message.as_str());
+                Error::new(
+                    Status::ExecutionFailed,
+                    format!("it waits for a command that could not be enqueued: {why}"),
+                )
+            })
+        })
+        .collect()
+}
+
 /// An argument copied for the thread.
 pub enum OwnedArg {
-    Bytes(smallvec::SmallVec<[u8; 16]>),
+    Bytes(SmallVec<[u8; 16]>),
     Other(ArgSet<'static>),
 }
 

@@ -12,7 +12,7 @@
 //! the thread cannot set fails every launch of the kernel until it is
 //! set again.
 
-use super::handoff::{wanted, Job, Line, OwnedArg, Proxy, Small, NOT_ENQUEUED};
+use super::handoff::{reals, wanted, Job, Line, OwnedArg, Proxy, Small, NOT_ENQUEUED};
 use super::{
     ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, HostEnd, KernelFacts,
     KernelH, MemH, NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side,
@@ -55,25 +55,6 @@ pub fn threaded(inner: &'static dyn Driver) -> Option<&'static dyn Driver> {
         line,
         queues: RwLock::new(HashSet::new()),
     })))
-}
-
-/// The driver's events for `waits`, each enqueued already (the caller
-/// is the thread, or has waited for it); a command waiting for one that
-/// could not be enqueued cannot be either.
-fn reals(waits: &[EventH]) -> Result<SmallVec<[EventH; 8]>> {
-    waits
-        .iter()
-        .map(|&w| {
-            let p = Proxy::of(w);
-            p.real().ok_or_else(|| {
-                let why = p.failure.get().map_or("", |e| e.message.as_str());
-                Error::new(
-                    Status::ExecutionFailed,
-                    format!("it waits for a command that could not be enqueued: {why}"),
-                )
-            })
-        })
-        .collect()
 }
 
 impl Handoff {
@@ -204,11 +185,16 @@ impl Driver for Handoff {
 
     fn event_status(&self, e: EventH) -> Result<i32> {
         let p = Proxy::of(e);
-        if p.failure.get().is_some() {
-            return Ok(NOT_ENQUEUED);
-        }
+        let failed = p.failure.get().is_some();
         match p.real() {
+            // One that reports an earlier failure ends when its command
+            // does.
+            Some(r) if failed => Ok(match self.inner.event_status(r)? {
+                s if s > super::COMPLETE => s,
+                _ => NOT_ENQUEUED,
+            }),
             Some(r) => self.inner.event_status(r),
+            None if failed => Ok(NOT_ENQUEUED),
             // Not yet given to the driver.
             None => Ok(super::QUEUED),
         }
@@ -217,10 +203,12 @@ impl Driver for Handoff {
     fn wait_event(&self, e: EventH) -> Result<i32> {
         let p = Proxy::of(e);
         self.line.reach(p.seq);
-        if p.failure.get().is_some() {
-            return Ok(-14);
-        }
-        self.inner.wait_event(self.resolve(e)?)
+        let rc = match p.real() {
+            Some(r) => self.inner.wait_event(r)?,
+            None => 0,
+        };
+        // As OpenCL reports a failure among the events waited for.
+        Ok(if p.failure.get().is_some() { -14 } else { rc })
     }
 
     fn create_user_event(&self, ctx: ContextH) -> Result<EventH> {
@@ -232,16 +220,16 @@ impl Driver for Handoff {
     }
 
     fn on_end(&self, e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
-        let p = Proxy::of(e);
-        if let (Some(r), None) = (p.real(), p.failure.get()) {
+        // Called when the driver's command ends (a failure it reports is
+        // read from its status then), at once where it never got one.
+        if let Some(r) = Proxy::of(e).real() {
             return self.inner.on_end(r, f, user);
         }
         let user = user as usize;
         self.later(move |inner| {
-            let p = Proxy::of(e);
-            let registered = match (p.real(), p.failure.get()) {
-                (Some(r), None) => inner.on_end(r, f, user as *mut c_void).is_ok(),
-                _ => false,
+            let registered = match Proxy::of(e).real() {
+                Some(r) => inner.on_end(r, f, user as *mut c_void).is_ok(),
+                None => false,
             };
             if !registered {
                 // SAFETY: the runtime registered `f` with `user` for `e`,

@@ -21,6 +21,8 @@ const SLOW_KERNEL: usize = 21;
 struct Fake {
     log: Mutex<Vec<String>>,
     events: AtomicUsize,
+    /// An event the fake says is still running (0: none).
+    running: AtomicUsize,
     /// Closed while true.
     gate: Mutex<bool>,
     opened: Condvar,
@@ -58,8 +60,12 @@ impl Driver for Fake {
     fn release_event(&self, e: EventH) {
         self.note(format!("release event {}", e.0));
     }
-    fn event_status(&self, _e: EventH) -> Result<i32> {
-        Ok(COMPLETE)
+    fn event_status(&self, e: EventH) -> Result<i32> {
+        Ok(if e.0 == self.running.load(Ordering::Acquire) {
+            RUNNING
+        } else {
+            COMPLETE
+        })
     }
     fn wait_event(&self, _e: EventH) -> Result<i32> {
         Ok(0)
@@ -407,6 +413,16 @@ fn a_failure_without_an_event_fails_the_next_wait_and_event_once() {
         "{why}"
     );
     assert_eq!(d.finish(q), Ok(()));
+    // An event that reports an earlier failure ends when its own command
+    // does: what its command keeps alive must not go before.
+    launch(d, q, BAD_KERNEL, &[], false);
+    let running = d.enqueue_marker(q, &[]).expect("queued");
+    // The marker took the failure to report.
+    assert_eq!(d.finish(q), Ok(()));
+    fake.running.store(1001, Ordering::Release);
+    assert_eq!(d.event_status(running), Ok(RUNNING));
+    fake.running.store(0, Ordering::Release);
+    assert_eq!(d.event_status(running), Ok(NOT_ENQUEUED));
     let later = d.enqueue_marker(q, &[]).expect("queued");
     assert_eq!(d.wait_event(later), Ok(0));
     assert_eq!(d.failure_detail(later), None);
@@ -416,7 +432,9 @@ fn a_failure_without_an_event_fails_the_next_wait_and_event_once() {
             "finish 77",
             "marker after [] -> 1000",
             "finish 77",
-            "marker after [] -> 1001"
+            "marker after [] -> 1001",
+            "finish 77",
+            "marker after [] -> 1002"
         ]
     );
 }
