@@ -232,9 +232,19 @@ impl Driver for Handoff {
                 None => false,
             };
             if !registered {
-                // SAFETY: the runtime registered `f` with `user` for `e`,
-                // to be called once it has ended; it has.
-                unsafe { f(e.0 as *mut c_void, NOT_ENQUEUED, user as *mut c_void) };
+                // Called on a thread of its own: what it runs may queue
+                // more for this thread, or wait for a caller that waits
+                // for it.
+                let call = move || {
+                    // SAFETY: the runtime registered `f` with `user` for
+                    // `e`, to be called once it has ended; it has.
+                    unsafe { f(e.0 as *mut c_void, NOT_ENQUEUED, user as *mut c_void) };
+                };
+                if std::thread::Builder::new().spawn(call).is_err() {
+                    // No thread to be had: called here, late rather than
+                    // never.
+                    call();
+                }
             }
         });
         Ok(())
