@@ -5,12 +5,13 @@
 //! so that the caller's bookkeeping for one command runs while the driver
 //! takes its microseconds enqueueing the one before.
 
-use super::{ArgSet, Driver, EventH, KernelH, MemH};
+use super::{ArgSet, Driver, EndCallback, EventH, KernelH, MemH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -117,6 +118,63 @@ pub fn reals(waits: &[EventH]) -> Result<SmallVec<[EventH; 8]>> {
             })
         })
         .collect()
+}
+
+thread_local! {
+    /// Set on submission threads.
+    static ON_LINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` on this thread, or, on a submission thread, on a thread kept
+/// for such calls: what a callback runs may queue more for the submission
+/// thread or wait for a caller that waits for it.
+pub fn off_line(f: impl FnOnce() + Send + 'static) {
+    type Call = Box<dyn FnOnce() + Send>;
+    static CALLS: OnceLock<Option<std::sync::mpsc::Sender<Call>>> = OnceLock::new();
+    if !ON_LINE.with(|c| c.get()) {
+        return f();
+    }
+    let tx = CALLS.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Call>();
+        std::thread::Builder::new()
+            .name("syrah-submit-calls".into())
+            .spawn(move || rx.into_iter().for_each(|c| c()))
+            .ok()
+            .map(|_| tx)
+    });
+    match tx {
+        Some(tx) => {
+            if let Err(back) = tx.send(Box::new(f)) {
+                // The thread is gone: called here, late rather than never.
+                (back.0)();
+            }
+        }
+        None => f(),
+    }
+}
+
+/// A callback registered from the submission thread, and what it is for.
+pub struct Relay {
+    pub f: EndCallback,
+    pub user: usize,
+    pub e: EventH,
+}
+
+/// Calls a relayed callback off the submission thread (the driver may
+/// call it at once, on the thread registering it).
+///
+/// # Safety
+/// `user` is a `Relay` made by `Box::into_raw`, registered with this
+/// callback for one event; the driver calls it once.
+pub unsafe extern "C" fn relayed(_ev: *mut c_void, status: i32, user: *mut c_void) {
+    // SAFETY: `user` is the relay registered with this callback, called
+    // once.
+    let r = unsafe { Box::from_raw(user as *mut Relay) };
+    off_line(move || {
+        // SAFETY: the runtime registered `f` with `user` for `e`, to be
+        // called once it has ended; it has.
+        unsafe { (r.f)(r.e.0 as *mut c_void, status, r.user as *mut c_void) }
+    });
 }
 
 /// An argument copied for the thread.
@@ -286,6 +344,7 @@ impl Line {
     /// The thread: runs the jobs in order, and sleeps after looking for
     /// more for a while.
     fn run(&self, inner: &'static dyn Driver) {
+        ON_LINE.with(|c| c.set(true));
         let mut idle_since = Instant::now();
         loop {
             let (next, loose) = {

@@ -12,7 +12,9 @@
 //! the thread cannot set fails every launch of the kernel until it is
 //! set again.
 
-use super::handoff::{reals, wanted, Job, Line, OwnedArg, Proxy, Small, NOT_ENQUEUED};
+use super::handoff::{
+    off_line, reals, relayed, wanted, Job, Line, OwnedArg, Proxy, Relay, Small, NOT_ENQUEUED,
+};
 use super::{
     ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, HostEnd, KernelFacts,
     KernelH, MemH, NativeOf, ProgramH, ProgramInput, QueueH, RecNode, RecordH, RectSide, Side,
@@ -227,24 +229,21 @@ impl Driver for Handoff {
         }
         let user = user as usize;
         self.later(move |inner| {
-            let registered = match Proxy::of(e).real() {
-                Some(r) => inner.on_end(r, f, user as *mut c_void).is_ok(),
-                None => false,
-            };
-            if !registered {
-                // Called on a thread of its own: what it runs may queue
-                // more for this thread, or wait for a caller that waits
-                // for it.
-                let call = move || {
+            let call = move |status: i32| {
+                off_line(move || {
                     // SAFETY: the runtime registered `f` with `user` for
                     // `e`, to be called once it has ended; it has.
-                    unsafe { f(e.0 as *mut c_void, NOT_ENQUEUED, user as *mut c_void) };
-                };
-                if std::thread::Builder::new().spawn(call).is_err() {
-                    // No thread to be had: called here, late rather than
-                    // never.
-                    call();
-                }
+                    unsafe { f(e.0 as *mut c_void, status, user as *mut c_void) }
+                })
+            };
+            let Some(r) = Proxy::of(e).real() else {
+                return call(NOT_ENQUEUED);
+            };
+            let relay = Box::into_raw(Box::new(Relay { f, user, e }));
+            if inner.on_end(r, relayed, relay.cast()).is_err() {
+                // SAFETY: not registered, so still this job's alone.
+                drop(unsafe { Box::from_raw(relay) });
+                call(NOT_ENQUEUED);
             }
         });
         Ok(())

@@ -78,7 +78,10 @@ impl Driver for Fake {
     fn complete_user_event(&self, _e: EventH) -> Result<()> {
         Ok(())
     }
-    fn on_end(&self, _e: EventH, _f: EndCallback, _user: *mut c_void) -> Result<()> {
+    fn on_end(&self, e: EventH, f: EndCallback, user: *mut c_void) -> Result<()> {
+        // Every command of the fake has ended: called at once, here.
+        // SAFETY: as the seam promises, once, with the user data given.
+        unsafe { f(e.0 as *mut c_void, COMPLETE, user) };
         Ok(())
     }
     fn timestamp(&self, _e: EventH, _which: Stamp) -> Result<u64> {
@@ -490,4 +493,41 @@ fn a_queue_not_made_through_it_gets_the_drivers_own_events() {
         .expect("copied");
     assert_eq!(e, EventH(1000));
     assert_eq!(fake.taken(), ["copy 16 on 5 after [] -> 1000"]);
+}
+
+/// Which threads the test callbacks ran on, and what they were told.
+static ENDED: Mutex<Vec<(String, usize, i32)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn ended(ev: *mut c_void, status: i32, _user: *mut c_void) {
+    let name = std::thread::current().name().unwrap_or("").to_string();
+    ENDED.lock().push((name, ev as usize, status));
+}
+
+#[test]
+fn end_callbacks_registered_by_the_thread_run_off_it() {
+    let (fake, d, q) = setup();
+    *fake.gate.lock() = true;
+    let e = launch(d, q, SLOW_KERNEL, &[], true);
+    // Registered by the thread once it has the driver's event; the fake
+    // calls it at once, there.
+    d.on_end(e, ended, std::ptr::null_mut())
+        .expect("registered");
+    let bad = launch(d, q, BAD_KERNEL, &[], true);
+    d.on_end(bad, ended, std::ptr::null_mut())
+        .expect("registered");
+    *fake.gate.lock() = false;
+    fake.opened.notify_all();
+    d.finish(q).expect("nothing failed without an event");
+    let since = std::time::Instant::now();
+    while ENDED.lock().len() < 2 && since.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::yield_now();
+    }
+    let mut got = ENDED.lock().clone();
+    got.sort();
+    let mut want = vec![
+        ("syrah-submit-calls".to_string(), e.0, COMPLETE),
+        ("syrah-submit-calls".to_string(), bad.0, NOT_ENQUEUED),
+    ];
+    want.sort();
+    assert_eq!(got, want);
 }
