@@ -1,17 +1,12 @@
 //! A back end wrapped so that its commands are enqueued on a thread of
-//! Syrah's own (see `handoff.rs`). Kernel launches, markers, fills and
-//! copies between memory objects, argument settings, flushes and
-//! releases go to the thread in the order they are asked for; each
-//! command's event is handed out at once and stands for the driver's.
-//! A call that answers (a status, a wait, a timestamp) waits for the
-//! thread as far as it must; a call on a queue that is not one of its
-//! lanes, a copy through host memory, and the rarer commands wait for
-//! it to catch up and then go to the driver on the caller's thread. A
-//! command the thread cannot enqueue fails its event; one without an
-//! event fails the queue's next wait and its next event, and an argument
-//! the thread cannot set fails every launch of the kernel until it is
-//! set again.
-
+//! Syrah's own (see `handoff.rs`): launches, markers, fills, copies
+//! between device memory, argument settings, flushes and releases go to
+//! the thread in order, each command's event handed out at once. Calls
+//! that answer wait for the thread as far as they must; copies through
+//! host memory and the rarer commands go from the caller once it has
+//! caught up. A command the thread cannot enqueue fails its event; one
+//! without an event fails the queue's next wait and next event; an
+//! argument it cannot set fails the kernel's launches until set again.
 use super::handoff::{
     off_line, reals, relayed, wanted, Job, Line, OwnedArg, Proxy, Relay, Small, NOT_ENQUEUED,
 };
@@ -144,6 +139,30 @@ impl Handoff {
             Proxy::handle(0, real)
         };
         Ok(r)
+    }
+
+    /// A fill of `pattern` on `q`: `call` enqueues it, on the thread
+    /// where `q` is a lane of this back end.
+    fn fill<F>(
+        &self,
+        q: QueueH,
+        pattern: &[u8],
+        waits: &[EventH],
+        ev: Option<&mut EventH>,
+        call: F,
+    ) -> Result<()>
+    where
+        F: FnOnce(&'static dyn Driver, &[u8], &[EventH], Option<&mut EventH>) -> Result<()>
+            + Send
+            + 'static,
+    {
+        if self.known(q) {
+            let owned: SmallVec<[u8; 16]> = pattern.into();
+            self.defer(q, waits, ev, move |inner, w, e| call(inner, &owned, w, e));
+            return Ok(());
+        }
+        let inner = self.inner;
+        self.direct(waits, ev, |w, e| call(inner, pattern, w, e))
     }
 
     /// Queues a call that answers nothing.
@@ -508,16 +527,8 @@ impl Driver for Handoff {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        if self.known(q) {
-            let pattern: SmallVec<[u8; 16]> = pattern.into();
-            self.defer(q, waits, ev, move |inner, w, e| {
-                inner.enqueue_fill_mem(q, m, offset, &pattern, len, w, e)
-            });
-            return Ok(());
-        }
-        let inner = self.inner;
-        self.direct(waits, ev, |w, e| {
-            inner.enqueue_fill_mem(q, m, offset, pattern, len, w, e)
+        self.fill(q, pattern, waits, ev, move |inner, p, w, e| {
+            inner.enqueue_fill_mem(q, m, offset, p, len, w, e)
         })
     }
 
@@ -640,16 +651,8 @@ impl Driver for Handoff {
         waits: &[EventH],
         ev: Option<&mut EventH>,
     ) -> Result<()> {
-        if self.known(q) {
-            let pattern: SmallVec<[u8; 16]> = pattern.into();
-            self.defer(q, waits, ev, move |inner, w, e| {
-                inner.enqueue_fill(q, usm, dst, &pattern, size, w, e)
-            });
-            return Ok(());
-        }
-        let inner = self.inner;
-        self.direct(waits, ev, |w, e| {
-            inner.enqueue_fill(q, usm, dst, pattern, size, w, e)
+        self.fill(q, pattern, waits, ev, move |inner, p, w, e| {
+            inner.enqueue_fill(q, usm, dst, p, size, w, e)
         })
     }
 
