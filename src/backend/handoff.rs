@@ -234,7 +234,9 @@ pub struct Line {
     awaited: AtomicU64,
     /// Per queue: the failure of a command without an event, not yet
     /// reported by an event of that queue.
-    pub lost: Mutex<HashMap<usize, Error>>,
+    lost: Mutex<HashMap<usize, Error>>,
+    /// Whether `lost` has anything: most jobs then need not lock it.
+    any_lost: AtomicBool,
     /// Per kernel and argument: the failure of the thread's last setting
     /// of it (a launch of the kernel fails until it is set again).
     pub poisoned: Mutex<HashMap<(usize, u32), Error>>,
@@ -254,6 +256,7 @@ impl Line {
             ran: Condvar::new(),
             awaited: AtomicU64::new(u64::MAX),
             lost: Mutex::new(HashMap::new()),
+            any_lost: AtomicBool::new(false),
             poisoned: Mutex::new(HashMap::new()),
         }));
         std::thread::Builder::new()
@@ -388,6 +391,27 @@ impl Line {
     /// first stays until an event of `q` reports it.
     pub fn lose(&self, q: usize, e: Error) {
         self.lost.lock().entry(q).or_insert(e);
+        self.any_lost.store(true, Ordering::Release);
+    }
+
+    /// The failure noted for queue `q`, taken (by the event reporting it,
+    /// or because `q` is gone).
+    pub fn take_lost(&self, q: usize) -> Option<Error> {
+        if !self.any_lost.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut lost = self.lost.lock();
+        let e = lost.remove(&q);
+        self.any_lost.store(!lost.is_empty(), Ordering::Release);
+        e
+    }
+
+    /// The failure noted for queue `q`, left for its next event.
+    pub fn lost_on(&self, q: usize) -> Option<Error> {
+        if !self.any_lost.load(Ordering::Acquire) {
+            return None;
+        }
+        self.lost.lock().get(&q).cloned()
     }
 
     /// The failure an event reports for a command without an event before

@@ -100,7 +100,7 @@ impl Handoff {
                     (true, Ok(())) => {
                         let p = Proxy::of(h);
                         p.real.store(real.0, Ordering::Release);
-                        if let Some(e) = line.lost.lock().remove(&q.0) {
+                        if let Some(e) = line.take_lost(q.0) {
                             let _ = p.failure.set(Line::before(&e));
                         }
                     }
@@ -348,7 +348,7 @@ impl Driver for Handoff {
         self.queues.write().remove(&q.0);
         let line = self.line;
         self.later(move |inner| {
-            line.lost.lock().remove(&q.0);
+            line.take_lost(q.0);
             inner.release_queue(q);
         });
     }
@@ -362,8 +362,8 @@ impl Driver for Handoff {
     fn finish(&self, q: QueueH) -> Result<()> {
         self.line.drain();
         self.inner.finish(q)?;
-        match self.line.lost.lock().get(&q.0) {
-            Some(e) => Err(Line::before(e)),
+        match self.line.lost_on(q.0) {
+            Some(e) => Err(Line::before(&e)),
             None => Ok(()),
         }
     }
