@@ -19,7 +19,7 @@ use crate::core::error::{Error, Result, Status};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -160,6 +160,8 @@ pub struct Stream {
     /// its status and what failed. The stream's next event reports it;
     /// until then each wait for the stream fails.
     lost: Mutex<Option<(i32, String)>>,
+    /// Whether `lost` holds a failure: each command with an event asks.
+    any_lost: AtomicBool,
 }
 
 /// What has been given to a stream, and what waits on the host for it.
@@ -230,6 +232,7 @@ impl Stream {
             done: Arc::new(AtomicU64::new(0)),
             host_changes: AtomicU64::new(0),
             lost: Mutex::new(None),
+            any_lost: AtomicBool::new(false),
         };
         if timed {
             let mut ev: CUevent = std::ptr::null_mut();
@@ -329,12 +332,18 @@ impl Stream {
     /// stays until [`Stream::take_lost`].
     pub fn lose(&self, code: i32, why: String) {
         self.lost.lock().get_or_insert((code, why));
+        self.any_lost.store(true, Ordering::Release);
     }
 
     /// The failure noted by [`Stream::lose`], taken by the event that
     /// reports it.
     pub fn take_lost(&self) -> Option<(i32, String)> {
-        self.lost.lock().take()
+        if !self.any_lost.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut lost = self.lost.lock();
+        self.any_lost.store(false, Ordering::Release);
+        lost.take()
     }
 
     /// Waits until no command is held for this stream, then for the
