@@ -3,7 +3,9 @@
  * through one buffer with the same value set nothing after the first, a
  * new value sets that argument alone, and a value longer than 16 bytes is
  * set at every launch. A failed setting is reported, and the next launch
- * sets the argument again. Every element is checked. Devices the CUDA
+ * sets the argument again. Buffers made and released one after another
+ * while one kernel object names them each get their own launches, whatever
+ * handles the driver hands out again. Every element is checked. Devices the CUDA
  * back end drives take their arguments with each launch: skipped there. */
 #include "faultcl.h"
 #include "testing.h"
@@ -47,6 +49,42 @@ static void check(syrah_buffer *b, int want, const char *what) {
   }
   EXPECT_EQ(bad, 0);
   EXPECT_OK(syrah_host_accessor_release(h));
+}
+
+/* Forty buffers, each made, launched on and released after its check
+ * while the next ones are in use: the kernel's memory argument, set
+ * before, may name a released object whose handle comes back for a new
+ * one, and is set again all the same (`mem`: 1 where the buffer reaches
+ * the kernel as a memory object, whose setting is counted, else 0). Each
+ * launch adds 1 to the new buffer, then 1 to the one made before it. */
+static void churn(syrah_queue *q, syrah_kernel *k, int mem) {
+  static int zeros[N];
+  syrah_buffer *live[3] = {NULL, NULL, NULL};
+  int want[3] = {0, 0, 0}, made[3] = {0, 0, 0}, r, one = 1;
+  char what[64];
+  for (r = 0; r < 40; ++r) {
+    syrah_buffer_desc bd = t_desc1(N, zeros, SYRAH_HOST_COPY_IN);
+    int slot = r % 3, prev = (r + 2) % 3;
+    if (live[slot]) {
+      snprintf(what, sizeof what, "buffer %d of the churn", made[slot]);
+      check(live[slot], want[slot], what);
+      EXPECT_OK(syrah_buffer_release(live[slot]));
+    }
+    REQUIRE_OK(syrah_buffer_create(&bd, &live[slot]));
+    made[slot] = r;
+    want[slot] = 1;
+    /* The first also sets the value (2 before). */
+    EXPECT_EQ(launch(q, k, live[slot], &one, sizeof one, 0), mem + (r == 0));
+    if (live[prev]) {
+      EXPECT_EQ(launch(q, k, live[prev], &one, sizeof one, 0), mem);
+      want[prev] += 1;
+    }
+  }
+  for (r = 0; r < 3; ++r) {
+    snprintf(what, sizeof what, "buffer %d of the churn", made[r]);
+    check(live[r], want[r], what);
+    EXPECT_OK(syrah_buffer_release(live[r]));
+  }
 }
 
 static void per_device(const syrah_device *d) {
@@ -97,6 +135,7 @@ static void per_device(const syrah_device *d) {
   EXPECT_OK(syrah_queue_wait(q));
   check(b, total, "after the launches");
   EXPECT_OK(syrah_buffer_release(b));
+  churn(q, k, first - 1);
   EXPECT_OK(syrah_kernel_release(k8));
   EXPECT_OK(syrah_kernel_release(k));
   EXPECT_OK(syrah_program_release(prog));

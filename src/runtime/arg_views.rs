@@ -8,11 +8,10 @@
 //! the driver. `SYRAH_ARG_VIEWS=on|off` forces the choice.
 
 use super::buffer::views_work;
-use super::context::Context;
+use super::context::{release_arg_mem, Context};
 use crate::backend::MemH;
 use crate::core::aspects::UsmStrategy;
 use crate::core::registry::AllocKind;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What `SYRAH_ARG_VIEWS` asks: Some(true) on, Some(false) off, None the
@@ -71,8 +70,8 @@ impl Context {
 
     /// Releases the views starting in `[lo, hi)`: the memory there goes
     /// back to the driver. Kernels still naming one as an argument are
-    /// given their views again at their next launch (the generation
-    /// moves).
+    /// given their views again at their next launch (see
+    /// `context::release_arg_mem`).
     pub(crate) fn forget_views(&self, lo: usize, hi: usize) {
         let gone: Vec<usize> = {
             let mut views = self.arg_views.lock();
@@ -82,11 +81,8 @@ impl Context {
             let keys: Vec<usize> = views.range(lo..hi).map(|(&k, _)| k).collect();
             keys.iter().filter_map(|k| views.remove(k)).collect()
         };
-        if !gone.is_empty() {
-            self.view_generation.fetch_add(1, Ordering::AcqRel);
-        }
         for m in gone {
-            self.platform.driver.release_mem(MemH(m));
+            release_arg_mem(self.platform.driver, MemH(m));
         }
     }
 
@@ -94,7 +90,7 @@ impl Context {
     pub(crate) fn forget_all_views(&mut self) {
         let views = std::mem::take(self.arg_views.get_mut());
         for (_, m) in views {
-            self.platform.driver.release_mem(MemH(m));
+            release_arg_mem(self.platform.driver, MemH(m));
         }
     }
 }

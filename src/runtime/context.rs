@@ -58,9 +58,28 @@ pub struct Context {
     pub(crate) arg_views: Mutex<std::collections::BTreeMap<usize, usize>>,
     /// Whether kernels get those views (decided at the first launch).
     pub(crate) arg_views_on: std::sync::OnceLock<bool>,
-    /// Counts releases of those views: kernels set one again after a
-    /// release, whose handle may come back for another view.
-    pub(crate) view_generation: std::sync::atomic::AtomicU64,
+}
+
+/// Counts Syrah's releases of memory objects that a kernel may name as an
+/// argument (buffers' allocations, their sub-buffers, staging scratch,
+/// views): a kernel trusts its record of which object an argument was set
+/// to only while this stays, since a released object's handle may come
+/// back for another. Kernels take no reference of their own on their
+/// arguments (OpenCL lets an object go while a kernel names it, as long as
+/// no launch uses it), which would cost two driver calls per change.
+static MEM_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The current count of [`release_arg_mem`] calls.
+pub(crate) fn mem_generation() -> u64 {
+    MEM_GENERATION.load(Ordering::Acquire)
+}
+
+/// Releases Syrah's reference to memory object `m`, which a kernel may
+/// still name as an argument: kernels set their memory arguments again at
+/// their next launch.
+pub(crate) fn release_arg_mem(driver: &dyn crate::backend::Driver, m: crate::backend::MemH) {
+    MEM_GENERATION.fetch_add(1, Ordering::AcqRel);
+    driver.release_mem(m);
 }
 
 /// A released buffer's device allocation kept for reuse: its base, its
@@ -133,7 +152,6 @@ impl Context {
             retired_queues: Mutex::new(Vec::new()),
             arg_views: Mutex::new(Default::default()),
             arg_views_on: std::sync::OnceLock::new(),
-            view_generation: std::sync::atomic::AtomicU64::new(0),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -256,7 +274,7 @@ impl Context {
         if let Some(m) = c.view {
             // The view was made over this allocation and is released once,
             // before the memory under it.
-            self.platform.driver.release_mem(crate::backend::MemH(m));
+            release_arg_mem(self.platform.driver, crate::backend::MemH(m));
         }
         self.free_raw(c.record.raw);
     }

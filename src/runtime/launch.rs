@@ -4,7 +4,7 @@ use super::context::Context;
 use super::event::Event;
 use super::program::{ArgState, Kernel, KernelDeviceInfo, SetArg};
 use super::queue::{LanePos, Queue, Submitted};
-use crate::backend::{EventH, MemH, QueueH};
+use crate::backend::{EventH, QueueH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
 use crate::core::launch::{check_local_memory, NdRange};
@@ -161,8 +161,8 @@ impl Queue {
 }
 
 /// Sets `args` on `kernel` (whose lock the caller holds, `st` being what
-/// it guards): values, local memory, memory objects (retained while they
-/// are arguments) and USM pointers through the context's USM strategy, or
+/// it guards): values, local memory, memory objects (Syrah's own, which
+/// say when they go: see `context::release_arg_mem`) and USM pointers through the context's USM strategy, or
 /// views of them where the context passes views (see `arg_views.rs`; the
 /// context keeps those). A memory object or value already set is not set
 /// again.
@@ -188,19 +188,15 @@ pub(crate) fn set_args(
     }
     let k = kernel.handle_now();
     let views_on = ctx.arg_views_on();
-    if views_on {
-        let generation = ctx
-            .view_generation
-            .load(std::sync::atomic::Ordering::Acquire);
-        if st.generation != generation {
-            // A view was released: one set here may be gone, and its
-            // handle given to another.
-            st.set
-                .iter_mut()
-                .filter(|s| matches!(s, SetArg::Mem { viewed: 1.., .. }))
-                .for_each(|s| *s = SetArg::Unknown);
-            st.generation = generation;
-        }
+    let generation = super::context::mem_generation();
+    if st.generation != generation {
+        // A memory object was released: one set here may be gone, and its
+        // handle given to another.
+        st.set
+            .iter_mut()
+            .filter(|s| matches!(s, SetArg::Mem { .. }))
+            .for_each(|s| *s = SetArg::Unknown);
+        st.generation = generation;
     }
     for (i, a) in args.iter().enumerate() {
         let a = &hidden_offset(ctx, kernel, st, i, *a)?;
@@ -252,18 +248,6 @@ pub(crate) fn set_args(
         }
         if let (Some(w), Some(s)) = (wanted, st.set.get_mut(i)) {
             *s = w;
-        }
-        let Arg::Mem(m) = a else { continue };
-        if viewed == 0 {
-            // The kernel keeps a reference to the memory object while it
-            // is the argument; views are the context's.
-            driver.retain_mem(m);
-            if let Some(old) = st.held.get_mut(i) {
-                if *old != 0 {
-                    driver.release_mem(MemH(*old));
-                }
-                *old = m.0;
-            }
         }
     }
     Ok(())

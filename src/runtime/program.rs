@@ -3,7 +3,7 @@
 use super::build_cache::{ProgramInner, ProgramKey, ProgramKind};
 use super::context::Context;
 use super::platform::Device;
-use crate::backend::{KernelH, MemH, ProgramInput};
+use crate::backend::{KernelH, ProgramInput};
 use crate::core::error::{Error, Result, Status};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -332,15 +332,13 @@ pub enum BoundArg {
 /// What a kernel's arguments are set to, kept under its lock.
 #[derive(Default)]
 pub struct ArgState {
-    /// Memory objects given as arguments, by index (0: none), each holding
-    /// one reference until another takes its place.
-    pub held: Vec<usize>,
     /// What each argument is set to now, where known: a launch that
     /// gives the same sets nothing (drivers charge for each setting, and
     /// OpenCL keeps a kernel's arguments until they change).
     pub set: Vec<SetArg>,
-    /// The context's view generation when `set` was last trusted: views
-    /// are not retained, and a released one's handle may come back.
+    /// `context::mem_generation()` when `set` was last trusted: memory
+    /// objects set are not retained, and a released one's handle may come
+    /// back for another.
     pub generation: u64,
     /// Bit `i`: argument `i` was ever given an SVM pointer. NVIDIA's
     /// OpenCL refuses to launch a kernel (`CL_INVALID_KERNEL_ARGS`) whose
@@ -397,8 +395,7 @@ pub struct Kernel {
     /// a launch takes those it does not give itself.
     pub bound: Mutex<Vec<Option<BoundArg>>>,
     /// Serialises argument setting and enqueueing of this kernel, and
-    /// holds the memory objects currently set as its arguments (some
-    /// drivers use them after the caller released them).
+    /// remembers what its arguments are set to.
     pub lock: Mutex<ArgState>,
 }
 
@@ -409,12 +406,6 @@ impl Drop for Kernel {
         let replaced = *self.replaced.get_mut();
         if replaced != 0 {
             driver.release_kernel(KernelH(replaced));
-        }
-        for m in self.lock.get_mut().held.drain(..) {
-            if m != 0 {
-                // One reference taken when the argument was set.
-                driver.release_mem(MemH(m));
-            }
         }
     }
 }
@@ -454,7 +445,6 @@ impl Kernel {
             per_device,
             bound: Mutex::new(vec![None; num_args as usize]),
             lock: Mutex::new(ArgState {
-                held: vec![0; num_args as usize],
                 set: vec![SetArg::Unknown; num_args as usize],
                 offsets: vec![0; num_args as usize],
                 ..ArgState::default()
@@ -486,12 +476,6 @@ impl Kernel {
         let old = self.replaced.swap(k.0, Ordering::AcqRel);
         if old != 0 {
             driver.release_kernel(KernelH(old));
-        }
-        for m in st.held.iter_mut() {
-            if *m != 0 {
-                driver.release_mem(MemH(*m));
-                *m = 0;
-            }
         }
         st.set.iter_mut().for_each(|s| *s = SetArg::Unknown);
         st.offsets.iter_mut().for_each(|o| *o = 0);

@@ -9,7 +9,7 @@ use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::{Geometry, PageBits};
 use crate::core::pool::AllocCache;
-use crate::runtime::context::{CachedAlloc, Context};
+use crate::runtime::context::{release_arg_mem, CachedAlloc, Context};
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
 use crate::runtime::queue::{LanePos, Queue};
@@ -393,7 +393,7 @@ impl Storage {
             let driver = d.ctx.platform.driver;
             for (_, m) in d.subs {
                 // Sub-buffers, each released once, before their parent.
-                driver.release_mem(MemH(m));
+                release_arg_mem(driver, MemH(m));
             }
             let rec = d.ctx.registry.lock().remove(d.ptr);
             match rec {
@@ -406,7 +406,7 @@ impl Storage {
                 _ => {
                     if let Some(m) = d.mem {
                         // Released once, before any memory under it.
-                        driver.release_mem(MemH(m));
+                        release_arg_mem(driver, MemH(m));
                     }
                     if let Ok(rec) = rec {
                         d.ctx.free_raw(rec.raw);

@@ -19,7 +19,7 @@ struct Scratch(MemH, &'static dyn Driver);
 impl Drop for Scratch {
     fn drop(&mut self) {
         // A memory object made for this window, released once.
-        self.1.release_mem(self.0);
+        crate::runtime::context::release_arg_mem(self.1, self.0);
     }
 }
 
