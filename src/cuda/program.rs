@@ -305,7 +305,7 @@ impl OwnedArg {
 pub fn shape_of(range: &NdRange, name: &str) -> Result<Shape> {
     let local = match range.local {
         Some(l) => l,
-        None => auto_local(range.dims, range.global, 256, [1024, 1024, 64]),
+        None => chosen_local(range.dims, range.global),
     };
     let g = groups(range.global, local, range.dims)?;
     let u32_of = |v: usize, what: &str| {
@@ -326,6 +326,26 @@ pub fn shape_of(range: &NdRange, name: &str) -> Result<Shape> {
         ],
         dims: range.dims,
     })
+}
+
+thread_local! {
+    /// The last range given no work-group size on this thread, and the
+    /// size chosen for it (dimension count 0: none yet).
+    static LAST_CHOSEN: std::cell::Cell<(u32, [usize; 3], [usize; 3])> =
+        const { std::cell::Cell::new((0, [0; 3], [0; 3])) };
+}
+
+/// [`auto_local`] with CUDA's limits, the last answer kept: a program
+/// launches the same range again and again, and a size without a divisor
+/// near the limit (a prime) costs a few hundred divisions per dimension.
+fn chosen_local(dims: u32, global: [usize; 3]) -> [usize; 3] {
+    let (d, g, l) = LAST_CHOSEN.with(|c| c.get());
+    if d == dims && g == global {
+        return l;
+    }
+    let l = auto_local(dims, global, 256, [1024, 1024, 64]);
+    LAST_CHOSEN.with(|c| c.set((dims, global, l)));
+    l
 }
 
 /// Work-items per group for a range of `global` items in `dims`
@@ -384,6 +404,27 @@ mod tests {
         assert_eq!(auto_local(2, [64, 64, 1], 256, [1024; 3]), [64, 4, 1]);
         assert_eq!(auto_local(3, [7, 5, 3], 256, [1024, 1024, 64]), [7, 5, 3]);
         assert_eq!(auto_local(1, [509, 1, 1], 256, [1024; 3]), [1, 1, 1]);
+    }
+
+    #[test]
+    fn the_kept_group_size_is_the_one_for_the_range_asked() {
+        // Alternating ranges, and the same global size in fewer dimensions.
+        let ranges = [
+            (1, [1000, 1, 1]),
+            (1, [509, 1, 1]),
+            (1, [1000, 1, 1]),
+            (2, [64, 64, 1]),
+            (1, [64, 64, 1]),
+            (1, [64, 64, 1]),
+            (3, [7, 5, 3]),
+        ];
+        for (dims, global) in ranges {
+            assert_eq!(
+                chosen_local(dims, global),
+                auto_local(dims, global, 256, [1024, 1024, 64]),
+                "{dims} dimensions, {global:?}"
+            );
+        }
     }
 
     #[test]
