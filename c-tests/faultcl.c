@@ -101,6 +101,12 @@ cl_int clSetKernelArg(cl_kernel k, cl_uint i, size_t s, const void *v) {
   return REAL(clSetKernelArg, cl_int (*)(cl_kernel, cl_uint, size_t, const void *))(k, i, s, v);
 }
 
+cl_int clGetEventInfo(cl_event e, cl_event_info n, size_t s, void *v, size_t *r) {
+  cl_int code;
+  if (should_fail("clGetEventInfo", &code)) return code;
+  return REAL(clGetEventInfo, cl_int (*)(cl_event, cl_event_info, size_t, void *, size_t *))(e, n, s, v, r);
+}
+
 void *clSVMAlloc(cl_context c, cl_svm_mem_flags f, size_t s, cl_uint a) {
   cl_int code;
   if (should_fail("clSVMAlloc", &code)) return NULL;

@@ -271,7 +271,7 @@ impl Queue {
         let follow = last.first().map(|&(lane, _)| lane);
         if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
             let mut lanes = self.lanes.lock();
-            if lanes.barrier.as_ref().is_some_and(|b| b.is_done()) {
+            if lanes.barrier.as_ref().is_some_and(|b| self.barrier_gone(b)) {
                 lanes.barrier = None;
             }
             let all: SmallVec<[Arc<Event>; 8]> =
@@ -309,6 +309,12 @@ impl Queue {
                     .collect();
                 enqueue(lane.handle, &wl, None)?;
                 lane.seq += 1;
+                if self.in_order {
+                    // The queue's one lane now orders what follows after
+                    // the barrier, which this command waited for.
+                    lanes.barrier = None;
+                }
+                let lane = &mut lanes.list[i];
                 if let Some(k) = keep {
                     keep_once(&mut lane.quiet_keep, k);
                 }
@@ -354,26 +360,6 @@ impl Queue {
         }
         self.submit_owned(all, what(), keep, |q, wl, ev| enqueue(q, wl, Some(ev)))
             .map(Submitted::Event)
-    }
-
-    /// True when a command submitted now would run right behind `ev` on
-    /// its lane, waiting for nothing else the queue imposes.
-    pub(crate) fn follows_directly(&self, ev: &Arc<Event>) -> bool {
-        let lanes = self.lanes.lock();
-        lanes
-            .barrier
-            .as_ref()
-            .is_none_or(|b| Arc::ptr_eq(b, ev) || b.is_done())
-            && lanes
-                .list
-                .iter()
-                .any(|l| !l.quiet() && l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
-    }
-
-    /// Makes every later command of the queue wait for `ev` (how host-side
-    /// work keeps an in-order queue's order).
-    pub(crate) fn order_after(&self, ev: &Arc<Event>) {
-        self.lanes.lock().barrier = Some(ev.clone());
     }
 
     /// A back-end queue of this queue's device for blocking helper calls.
@@ -485,7 +471,7 @@ impl Queue {
         self.note_host_hazards(&all, None);
         let mut lanes = self.lanes.lock();
         if let Some(b) = &lanes.barrier {
-            if b.is_done() {
+            if self.barrier_gone(b) {
                 lanes.barrier = None;
             } else {
                 all.push(b.clone());
@@ -573,6 +559,10 @@ impl Queue {
             t.submitted(&ev, self.device, &graph_deps);
         }
         ev.set_gated(blocking);
+        if self.in_order {
+            // As in `submit_quiet`: the one lane orders what follows.
+            lanes.barrier = None;
+        }
         let lane = &mut lanes.list[i];
         // On an in-order lane the new command follows the quiet ones and
         // stands for them from now on.

@@ -291,4 +291,36 @@ impl Queue {
         self.lanes.lock().barrier = Some(ev.clone());
         Ok(ev)
     }
+
+    /// Whether the queue's barrier `b` no longer needs waiting for. On an
+    /// in-order queue the driver is not asked: the barrier goes with the
+    /// next command, which waits for it, and asking at every command while
+    /// it runs (a graph replay's end, say) would cost microseconds each.
+    pub(crate) fn barrier_gone(&self, b: &Event) -> bool {
+        if self.in_order {
+            b.known_done()
+        } else {
+            b.is_done()
+        }
+    }
+
+    /// True when a command submitted now would run right behind `ev` on
+    /// its lane, waiting for nothing else the queue imposes.
+    pub(crate) fn follows_directly(&self, ev: &Arc<Event>) -> bool {
+        let lanes = self.lanes.lock();
+        lanes
+            .barrier
+            .as_ref()
+            .is_none_or(|b| Arc::ptr_eq(b, ev) || b.is_done())
+            && lanes
+                .list
+                .iter()
+                .any(|l| !l.quiet() && l.tail.as_ref().is_some_and(|t| Arc::ptr_eq(t, ev)))
+    }
+
+    /// Makes every later command of the queue wait for `ev` (how host-side
+    /// work keeps an in-order queue's order).
+    pub(crate) fn order_after(&self, ev: &Arc<Event>) {
+        self.lanes.lock().barrier = Some(ev.clone());
+    }
 }
