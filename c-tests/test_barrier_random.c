@@ -1,9 +1,10 @@
 /* A seeded, randomised checker of queue barriers against a CPU model:
- * device USM arrays take kernels (some slow), copies between arrays and
- * byte fills in phases. Within a phase the commands touch disjoint arrays
- * and nothing orders them; a barrier with no dependencies
- * (syrah_queue_barrier) ends each phase, so every command of the next
- * phase must see all of the phase's results. A run uses an out-of-order
+ * device USM arrays take kernels (some slow), copies between arrays, byte
+ * fills and copies out into ordinary memory in phases; a host task in the
+ * phase after such a copy compares what arrived with the model. Within a
+ * phase the commands touch disjoint arrays and nothing orders them; a
+ * barrier with no dependencies (syrah_queue_barrier) ends each phase, so
+ * every command of the next phase must see all of the phase's results. A run uses an out-of-order
  * or an in-order queue (by its seed); at random points an array is read
  * back, and at the end every array is compared word for word with the
  * model.
@@ -18,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { N = 4096, ARRAYS = 6, MAX_STEPS = 2048 };
+enum { N = 4096, ARRAYS = 6, MAX_STEPS = 2048, MAX_LOOKS = 64 };
 
 static const char *kSource =
     "__kernel void addk(__global uint *a, uint v, uint spin) {\n"
@@ -32,6 +33,14 @@ static const char *kSource =
     "  d[i] = d[i] * 3u + (s[i] ^ salt);\n"
     "}\n";
 
+/* What a host task compares: a copy out of an array, against the model
+ * when it was made. */
+typedef struct {
+  const uint32_t *host;
+  uint32_t expect[N];
+  int ran, bad;
+} look;
+
 typedef struct {
   syrah_queue *q;
   syrah_context *ctx;
@@ -40,7 +49,17 @@ typedef struct {
   uint32_t *d[ARRAYS];
   uint32_t model[ARRAYS][N];
   uint32_t back[N];
+  uint32_t host[ARRAYS][N];
+  look looks[MAX_LOOKS];
 } env;
+
+static syrah_status compare(const syrah_host_task_context *c, void *user) {
+  look *l = (look *)user;
+  (void)c;
+  l->bad = memcmp(l->host, l->expect, sizeof l->expect) != 0;
+  l->ran = 1;
+  return SYRAH_SUCCESS;
+}
 
 /* What the slow work-item adds to element 0 (see `addk`). */
 static uint32_t spun_bit(uint32_t v, uint32_t spin) {
@@ -111,9 +130,21 @@ static int random_run(env *e, uint64_t seed, int phases) {
   static const uint32_t spins[4] = {0, 0, 20000, 200000};
   syrah_range all = syrah_range_1d(N);
   int p, i;
+  int looks = 0, pending[ARRAYS];
+  for (i = 0; i < ARRAYS; ++i) pending[i] = -1;
   for (p = 0; p < phases; ++p) {
     bool used[ARRAYS] = {false};
     int ops = 1 + (int)(t_rnd(&rng) % 4), o;
+    /* Host tasks look at what the last phase copied out: the copies must
+     * have landed. The array stays untouched in this phase. */
+    for (i = 0; i < ARRAYS; ++i) {
+      if (pending[i] >= 0) {
+        syrah_host_task task = {compare, &e->looks[pending[i]], NULL};
+        used[i] = true;
+        EXPECT_OK(syrah_queue_submit_host_tasks(e->q, NULL, 0, &task, 1, NULL, 0, NULL));
+        pending[i] = -1;
+      }
+    }
     /* Now and then the phase starts by reading an array back: it must see
      * every command before the last barrier. */
     if (t_rnd(&rng) % 6 == 0) {
@@ -123,7 +154,7 @@ static int random_run(env *e, uint64_t seed, int phases) {
       if (!same(e, a, p, "read back after a barrier")) return 0;
     }
     for (o = 0; o < ops; ++o) {
-      unsigned kind = t_rnd(&rng) % 4;
+      unsigned kind = t_rnd(&rng) % 5;
       int a = take(&rng, used), b = kind == 1 || kind == 2 ? take(&rng, used) : a;
       if (a < 0 || b < 0) break;
       if (kind == 0) { /* addk on a: slow or not */
@@ -146,6 +177,13 @@ static int random_run(env *e, uint64_t seed, int phases) {
       } else if (kind == 2) { /* a copied into b, device to device */
         EXPECT_OK(syrah_queue_memcpy(e->q, e->d[b], e->d[a], N * sizeof(uint32_t), NULL, 0, NULL));
         memcpy(e->model[b], e->model[a], sizeof e->model[b]);
+      } else if (kind == 4) { /* a copied out into ordinary memory */
+        if (looks == MAX_LOOKS) continue;
+        e->looks[looks].host = e->host[a];
+        e->looks[looks].ran = e->looks[looks].bad = 0;
+        memcpy(e->looks[looks].expect, e->model[a], sizeof e->model[a]);
+        EXPECT_OK(syrah_queue_memcpy(e->q, e->host[a], e->d[a], N * sizeof(uint32_t), NULL, 0, NULL));
+        pending[a] = looks++;
       } else { /* a filled with one byte */
         int byte = (int)(t_rnd(&rng) & 0xff);
         EXPECT_OK(syrah_queue_memset(e->q, e->d[a], byte, N * sizeof(uint32_t), NULL, 0, NULL));
@@ -154,7 +192,22 @@ static int random_run(env *e, uint64_t seed, int phases) {
     }
     EXPECT_OK(syrah_queue_barrier(e->q, NULL, 0, NULL));
   }
+  /* The last phase's copies out, looked at after its barrier too. */
+  for (i = 0; i < ARRAYS; ++i) {
+    if (pending[i] >= 0) {
+      syrah_host_task task = {compare, &e->looks[pending[i]], NULL};
+      EXPECT_OK(syrah_queue_submit_host_tasks(e->q, NULL, 0, &task, 1, NULL, 0, NULL));
+    }
+  }
   EXPECT_OK(syrah_queue_wait(e->q));
+  for (i = 0; i < looks; ++i) {
+    ++t_checks;
+    if (!e->looks[i].ran || e->looks[i].bad) {
+      T_FAIL("host task %d of %d %s", i, looks,
+             e->looks[i].ran ? "saw other data than the copy out made before the last barrier" : "did not run");
+      return 0;
+    }
+  }
   for (i = 0; i < ARRAYS; ++i) {
     EXPECT_OK(syrah_queue_memcpy(e->q, e->back, e->d[i], sizeof e->back, NULL, 0, NULL));
     EXPECT_OK(syrah_queue_wait(e->q));

@@ -230,9 +230,7 @@ impl Queue {
             ));
         }
         let mut waits: Deps = deps.iter().cloned().collect();
-        if self.in_order {
-            waits.extend(self.tails()?);
-        }
+        self.host_work_follows(&mut waits)?;
         let done = Event::create_user_named(&self.ctx, "host task")?;
         let prepared = self.prepare_host_accesses(reqs, &mut waits, &done)?;
         let keep = super::buffer::held_storages(prepared.iter().map(|p| &p.storage));
@@ -257,9 +255,7 @@ impl Queue {
         work: JobFn,
     ) -> Result<Arc<Event>> {
         let mut waits: Deps = deps.iter().cloned().collect();
-        if self.in_order {
-            waits.extend(self.tails()?);
-        }
+        self.host_work_follows(&mut waits)?;
         // Set before the job can run, so that its trace record has them.
         let done = Event::create_user_named(&self.ctx, what)?.with_bytes(bytes);
         self.start_job(
@@ -269,6 +265,21 @@ impl Queue {
             Work::Internal(Mutex::new(Some(work))),
             Vec::new(),
         )
+    }
+
+    /// What host work submitted now waits for besides its own
+    /// dependencies: on an in-order queue every earlier command, on an
+    /// out-of-order one the last barrier (a host job is on no lane, so no
+    /// lane's order puts it after the barrier).
+    fn host_work_follows(&self, waits: &mut Deps) -> Result<()> {
+        if self.in_order {
+            waits.extend(self.tails()?);
+        } else if let Some(b) = self.lanes.lock().barrier.clone() {
+            if !b.known_done() {
+                waits.push(b);
+            }
+        }
+        Ok(())
     }
 
     /// Records a host job's event and starts it once `waits` complete.

@@ -133,6 +133,10 @@ pub(crate) struct Lanes {
     pub(crate) next: usize,
     /// The last barrier: later commands wait for it.
     pub(crate) barrier: Option<Arc<Event>>,
+    /// On an out-of-order queue, the lanes (by id) already ordered after
+    /// the barrier: the first command of each lane waits for it, and those
+    /// after it on the lane follow that command.
+    pub(crate) barrier_on: SmallVec<[u64; 4]>,
 }
 
 pub(crate) const GROUP_NONE: usize = 0;

@@ -63,6 +63,7 @@ impl Queue {
                 list: vec![Lane::new(first)],
                 next: 0,
                 barrier: None,
+                barrier_on: SmallVec::new(),
             }),
             timed_lanes,
             transfer,
@@ -271,16 +272,21 @@ impl Queue {
         let follow = last.first().map(|&(lane, _)| lane);
         if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
             let mut lanes = self.lanes.lock();
-            if lanes.barrier.as_ref().is_some_and(|b| self.barrier_gone(b)) {
-                lanes.barrier = None;
+            if lanes.barrier.as_ref().is_some_and(|b| b.known_done()) {
+                lanes.set_barrier(None);
             }
+            // Where a barrier is waited for lane by lane, it goes in below.
+            let barrier = lanes
+                .barrier
+                .clone()
+                .filter(|b| self.in_order || b.blocks());
             let all: SmallVec<[Arc<Event>; 8]> =
-                if deps.is_empty() && others.is_empty() && lanes.barrier.is_none() {
+                if deps.is_empty() && others.is_empty() && barrier.is_none() {
                     SmallVec::new()
                 } else {
                     deps.iter()
                         .chain(&others)
-                        .chain(lanes.barrier.iter())
+                        .chain(&barrier)
                         .cloned()
                         .collect()
                 };
@@ -301,6 +307,10 @@ impl Queue {
                 if group == Some(None) {
                     self.group_on(i);
                 }
+                let mut all = all;
+                let id = lanes.list[i].id;
+                let waits_barrier = barrier.is_none() && lanes.barrier_for(id).is_some();
+                all.extend(lanes.barrier.clone().filter(|_| waits_barrier));
                 let lane = &mut lanes.list[i];
                 let wl: SmallVec<[EventH; 8]> = all
                     .iter()
@@ -309,10 +319,13 @@ impl Queue {
                     .collect();
                 enqueue(lane.handle, &wl, None)?;
                 lane.seq += 1;
+                if waits_barrier {
+                    lanes.barrier_on.push(id);
+                }
                 if self.in_order {
                     // The queue's one lane now orders what follows after
                     // the barrier, which this command waited for.
-                    lanes.barrier = None;
+                    lanes.set_barrier(None);
                 }
                 let lane = &mut lanes.list[i];
                 if let Some(k) = keep {
@@ -470,13 +483,15 @@ impl Queue {
     ) -> Result<Arc<Event>> {
         self.note_host_hazards(&all, None);
         let mut lanes = self.lanes.lock();
-        if let Some(b) = &lanes.barrier {
-            if self.barrier_gone(b) {
-                lanes.barrier = None;
-            } else {
-                all.push(b.clone());
-            }
+        if lanes.barrier.as_ref().is_some_and(|b| b.known_done()) {
+            lanes.set_barrier(None);
         }
+        // As in `submit_quiet`: on an out-of-order queue, lane by lane.
+        let by_lane = lanes
+            .barrier
+            .as_ref()
+            .is_some_and(|b| !self.in_order && !b.blocks());
+        all.extend(lanes.barrier.clone().filter(|_| !by_lane));
         // Commands of other contexts are waited for through user events of
         // this one, completed from their callbacks: never on this thread.
         let mut bridges: SmallVec<[Arc<Event>; 2]> = SmallVec::new();
@@ -503,6 +518,8 @@ impl Queue {
         };
         let mut wl: SmallVec<[EventH; 8]> = SmallVec::new();
         let lane_id = lanes.list[i].id;
+        let waits_barrier = by_lane && lanes.barrier_for(lane_id).is_some();
+        all.extend(lanes.barrier.clone().filter(|_| waits_barrier));
         for d in &all {
             // Another context's command is waited for through its bridge.
             if d.ctx_id == self.ctx.id && d.waited_for_on(lane_id) {
@@ -559,9 +576,12 @@ impl Queue {
             t.submitted(&ev, self.device, &graph_deps);
         }
         ev.set_gated(blocking);
+        if waits_barrier {
+            lanes.barrier_on.push(lane_id);
+        }
         if self.in_order {
             // As in `submit_quiet`: the one lane orders what follows.
-            lanes.barrier = None;
+            lanes.set_barrier(None);
         }
         let lane = &mut lanes.list[i];
         // On an in-order lane the new command follows the quiet ones and

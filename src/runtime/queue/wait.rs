@@ -1,10 +1,12 @@
 //! Waiting: finishing a queue's commands, delivering asynchronous errors
 //! once, markers and barriers, and what releasing a queue does.
 
-use super::state::{Entry, Queue, SCAN_MIN};
+use super::state::{Entry, Lanes, Queue, SCAN_MIN};
 use crate::core::error::{Error, Result, Status};
 use crate::runtime::event::Event;
+use smallvec::SmallVec;
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl Drop for Queue {
@@ -281,27 +283,29 @@ impl Queue {
         let mut all: Vec<Arc<Event>> = deps.to_vec();
         if all.is_empty() {
             self.seal()?;
-            let lanes = self.lanes.lock();
-            all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
+            let ids: SmallVec<[u64; 8]> = {
+                let lanes = self.lanes.lock();
+                all.extend(lanes.list.iter().filter_map(|l| l.tail.clone()));
+                lanes.list.iter().map(|l| l.id).collect()
+            };
+            // Work on no lane of this queue (host tasks and jobs, graph
+            // replays on lanes of their own) that has not finished: no
+            // lane's tail stands for it.
+            let inf = self.inflight.lock();
+            all.extend(
+                inf.entries
+                    .iter()
+                    .map(|e| &e.event)
+                    .filter(|e| !e.known_done() && !ids.contains(&e.lane.load(Ordering::Acquire)))
+                    .cloned(),
+            );
         }
         let ev = self.submit(&all, "barrier", None, |q, wl, ev| {
             *ev = self.driver().enqueue_marker(q, wl)?;
             Ok(())
         })?;
-        self.lanes.lock().barrier = Some(ev.clone());
+        self.lanes.lock().set_barrier(Some(ev.clone()));
         Ok(ev)
-    }
-
-    /// Whether the queue's barrier `b` no longer needs waiting for. On an
-    /// in-order queue the driver is not asked: the barrier goes with the
-    /// next command, which waits for it, and asking at every command while
-    /// it runs (a graph replay's end, say) would cost microseconds each.
-    pub(crate) fn barrier_gone(&self, b: &Event) -> bool {
-        if self.in_order {
-            b.known_done()
-        } else {
-            b.is_done()
-        }
     }
 
     /// True when a command submitted now would run right behind `ev` on
@@ -321,6 +325,31 @@ impl Queue {
     /// Makes every later command of the queue wait for `ev` (how host-side
     /// work keeps an in-order queue's order).
     pub(crate) fn order_after(&self, ev: &Arc<Event>) {
-        self.lanes.lock().barrier = Some(ev.clone());
+        self.lanes.lock().set_barrier(Some(ev.clone()));
+    }
+}
+
+impl Lanes {
+    /// Makes `b` the queue's barrier (or none), on the lane it runs on.
+    pub(crate) fn set_barrier(&mut self, b: Option<Arc<Event>>) {
+        self.barrier_on.clear();
+        if let Some(e) = &b {
+            self.barrier_on
+                .push(e.lane.load(std::sync::atomic::Ordering::Acquire));
+        }
+        self.barrier = b;
+    }
+
+    /// The barrier, where a command going on lane `id` of an out-of-order
+    /// queue must wait for it: the first command of each lane waits for
+    /// the barrier (its caller notes the lane in `barrier_on` once it is
+    /// enqueued), the lane's order makes the later ones follow, and none
+    /// is sent to the barrier's own lane to be ordered. Nobody asks the
+    /// driver whether it finished: at most one command per lane waits for
+    /// it after it did.
+    pub(crate) fn barrier_for(&self, id: u64) -> Option<&Arc<Event>> {
+        self.barrier
+            .as_ref()
+            .filter(|_| !self.barrier_on.contains(&id))
     }
 }
