@@ -1,7 +1,9 @@
 /* A seeded, randomised checker of queue barriers against a CPU model:
  * device USM arrays take kernels (some slow), copies between arrays, byte
- * fills and copies out into ordinary memory in phases; a host task in the
- * phase after such a copy compares what arrived with the model. Within a
+ * fills, copies out into ordinary memory and replays of graphs of two
+ * independent slow kernels (which run on lanes of their own) in phases; a
+ * host task in the phase after a copy out compares what arrived with the
+ * model. Within a
  * phase the commands touch disjoint arrays and nothing orders them; a
  * barrier with no dependencies (syrah_queue_barrier) ends each phase, so
  * every command of the next phase must see all of the phase's results. A run uses an out-of-order
@@ -51,7 +53,14 @@ typedef struct {
   uint32_t back[N];
   uint32_t host[ARRAYS][N];
   look looks[MAX_LOOKS];
+  /* Graphs of two independent slow kernels on arrays 2g and 2g + 1, each
+   * adding GRAPH_V[g] after GRAPH_SPIN steps (see `addk`). */
+  syrah_graph *graph[ARRAYS / 2];
+  syrah_graph_exec *exec[ARRAYS / 2];
 } env;
+
+static const uint32_t GRAPH_V[ARRAYS / 2] = {11, 13, 17};
+enum { GRAPH_SPIN = 100000 };
 
 static syrah_status compare(const syrah_host_task_context *c, void *user) {
   look *l = (look *)user;
@@ -82,12 +91,34 @@ static int env_open(env *e, const syrah_device *dev, bool in_order) {
     if (syrah_queue_memset(e->q, e->d[i], i + 1, N * sizeof(uint32_t), NULL, 0, NULL) != SYRAH_SUCCESS) return 0;
     memset(e->model[i], i + 1, sizeof e->model[i]);
   }
+  for (i = 0; i < ARRAYS / 2; ++i) {
+    syrah_queue *rec = NULL;
+    syrah_range all = syrah_range_1d(N);
+    uint32_t spin = GRAPH_SPIN;
+    syrah_kernel_arg args[3];
+    int k, ok = syrah_queue_create(e->ctx, dev, 0, NULL, NULL, &rec) == SYRAH_SUCCESS &&
+                syrah_queue_begin_recording(rec) == SYRAH_SUCCESS;
+    args[1] = syrah_arg_value(&GRAPH_V[i], sizeof GRAPH_V[i]);
+    args[2] = syrah_arg_value(&spin, sizeof spin);
+    for (k = 0; k < 2 && ok; ++k) {
+      args[0] = syrah_arg_usm(e->d[2 * i + k]);
+      ok = syrah_queue_launch(rec, e->add, &all, args, 3, NULL, 0, NULL) == SYRAH_SUCCESS;
+    }
+    ok = ok && syrah_queue_end_recording(rec, &e->graph[i]) == SYRAH_SUCCESS &&
+         syrah_graph_finalize(e->graph[i], &e->exec[i]) == SYRAH_SUCCESS;
+    if (rec) syrah_queue_release(rec);
+    if (!ok) return 0;
+  }
   return syrah_queue_wait(e->q) == SYRAH_SUCCESS;
 }
 
 static void env_close(env *e) {
   int i;
   if (e->q) EXPECT_OK(syrah_queue_wait(e->q));
+  for (i = 0; i < ARRAYS / 2; ++i) {
+    if (e->exec[i]) EXPECT_OK(syrah_graph_exec_release(e->exec[i]));
+    if (e->graph[i]) EXPECT_OK(syrah_graph_release(e->graph[i]));
+  }
   for (i = 0; i < ARRAYS; ++i)
     if (e->d[i]) EXPECT_OK(syrah_free(e->ctx, e->d[i]));
   if (e->mix) EXPECT_OK(syrah_kernel_release(e->mix));
@@ -154,8 +185,21 @@ static int random_run(env *e, uint64_t seed, int phases) {
       if (!same(e, a, p, "read back after a barrier")) return 0;
     }
     for (o = 0; o < ops; ++o) {
-      unsigned kind = t_rnd(&rng) % 5;
-      int a = take(&rng, used), b = kind == 1 || kind == 2 ? take(&rng, used) : a;
+      unsigned kind = t_rnd(&rng) % 6;
+      int a, b;
+      if (kind == 5) { /* a graph's replay, on its pair of arrays */
+        int g = (int)(t_rnd(&rng) % (ARRAYS / 2));
+        if (used[2 * g] || used[2 * g + 1]) continue;
+        used[2 * g] = used[2 * g + 1] = true;
+        EXPECT_OK(syrah_queue_submit_graph(e->q, e->exec[g], NULL, 0, NULL));
+        for (b = 2 * g; b < 2 * g + 2; ++b) {
+          for (i = 0; i < N; ++i) e->model[b][i] += GRAPH_V[g];
+          e->model[b][0] += spun_bit(GRAPH_V[g], GRAPH_SPIN);
+        }
+        continue;
+      }
+      a = take(&rng, used);
+      b = kind == 1 || kind == 2 ? take(&rng, used) : a;
       if (a < 0 || b < 0) break;
       if (kind == 0) { /* addk on a: slow or not */
         uint32_t v = (uint32_t)t_rnd(&rng), spin = spins[t_rnd(&rng) % 4];
