@@ -161,11 +161,11 @@ impl Queue {
 }
 
 /// Sets `args` on `kernel` (whose lock the caller holds, `st` being what
-/// it guards): values, local memory, memory objects (Syrah's own, which
-/// say when they go: see `context::release_arg_mem`) and USM pointers through the context's USM strategy, or
-/// views of them where the context passes views (see `arg_views.rs`; the
-/// context keeps those). A memory object or value already set is not set
-/// again.
+/// it guards): values, local memory, memory objects (Syrah's own, whose
+/// releases `context::release_arg_mem` counts) and USM pointers through
+/// the context's USM strategy, or views of them where the context passes
+/// views (see `arg_views.rs`; the context keeps those). A memory object or
+/// value already set is not set again.
 pub(crate) fn set_args(
     ctx: &Arc<Context>,
     kernel: &Kernel,

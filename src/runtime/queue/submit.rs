@@ -272,14 +272,7 @@ impl Queue {
         let follow = last.first().map(|&(lane, _)| lane);
         if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
             let mut lanes = self.lanes.lock();
-            if lanes.barrier.as_ref().is_some_and(|b| b.known_done()) {
-                lanes.set_barrier(None);
-            }
-            // Where a barrier is waited for lane by lane, it goes in below.
-            let barrier = lanes
-                .barrier
-                .clone()
-                .filter(|b| self.in_order || b.blocks());
+            let barrier = lanes.barrier_dep(self.in_order);
             let all: SmallVec<[Arc<Event>; 8]> =
                 if deps.is_empty() && others.is_empty() && barrier.is_none() {
                     SmallVec::new()
@@ -307,27 +300,20 @@ impl Queue {
                 if group == Some(None) {
                     self.group_on(i);
                 }
+                let (id, handle) = (lanes.list[i].id, lanes.list[i].handle);
                 let mut all = all;
-                let id = lanes.list[i].id;
-                let waits_barrier = barrier.is_none() && lanes.barrier_for(id).is_some();
-                all.extend(lanes.barrier.clone().filter(|_| waits_barrier));
-                let lane = &mut lanes.list[i];
+                if barrier.is_none() {
+                    all.extend(lanes.barrier_for(id));
+                }
                 let wl: SmallVec<[EventH; 8]> = all
                     .iter()
-                    .filter(|d| d.waited_for_on(lane.id))
+                    .filter(|d| d.waited_for_on(id))
                     .map(|d| d.handle)
                     .collect();
-                enqueue(lane.handle, &wl, None)?;
-                lane.seq += 1;
-                if waits_barrier {
-                    lanes.barrier_on.push(id);
-                }
-                if self.in_order {
-                    // The queue's one lane now orders what follows after
-                    // the barrier, which this command waited for.
-                    lanes.set_barrier(None);
-                }
+                enqueue(handle, &wl, None)?;
+                lanes.barrier_passed(id, self.in_order);
                 let lane = &mut lanes.list[i];
+                lane.seq += 1;
                 if let Some(k) = keep {
                     keep_once(&mut lane.quiet_keep, k);
                 }
@@ -483,15 +469,9 @@ impl Queue {
     ) -> Result<Arc<Event>> {
         self.note_host_hazards(&all, None);
         let mut lanes = self.lanes.lock();
-        if lanes.barrier.as_ref().is_some_and(|b| b.known_done()) {
-            lanes.set_barrier(None);
-        }
-        // As in `submit_quiet`: on an out-of-order queue, lane by lane.
-        let by_lane = lanes
-            .barrier
-            .as_ref()
-            .is_some_and(|b| !self.in_order && !b.blocks());
-        all.extend(lanes.barrier.clone().filter(|_| !by_lane));
+        let barrier = lanes.barrier_dep(self.in_order);
+        let by_lane = barrier.is_none();
+        all.extend(barrier);
         // Commands of other contexts are waited for through user events of
         // this one, completed from their callbacks: never on this thread.
         let mut bridges: SmallVec<[Arc<Event>; 2]> = SmallVec::new();
@@ -518,8 +498,9 @@ impl Queue {
         };
         let mut wl: SmallVec<[EventH; 8]> = SmallVec::new();
         let lane_id = lanes.list[i].id;
-        let waits_barrier = by_lane && lanes.barrier_for(lane_id).is_some();
-        all.extend(lanes.barrier.clone().filter(|_| waits_barrier));
+        if by_lane {
+            all.extend(lanes.barrier_for(lane_id));
+        }
         for d in &all {
             // Another context's command is waited for through its bridge.
             if d.ctx_id == self.ctx.id && d.waited_for_on(lane_id) {
@@ -576,13 +557,7 @@ impl Queue {
             t.submitted(&ev, self.device, &graph_deps);
         }
         ev.set_gated(blocking);
-        if waits_barrier {
-            lanes.barrier_on.push(lane_id);
-        }
-        if self.in_order {
-            // As in `submit_quiet`: the one lane orders what follows.
-            lanes.set_barrier(None);
-        }
+        lanes.barrier_passed(lane_id, self.in_order);
         let lane = &mut lanes.list[i];
         // On an in-order lane the new command follows the quiet ones and
         // stands for them from now on.

@@ -334,22 +334,42 @@ impl Lanes {
     pub(crate) fn set_barrier(&mut self, b: Option<Arc<Event>>) {
         self.barrier_on.clear();
         if let Some(e) = &b {
-            self.barrier_on
-                .push(e.lane.load(std::sync::atomic::Ordering::Acquire));
+            self.barrier_on.push(e.lane.load(Ordering::Acquire));
         }
         self.barrier = b;
     }
 
-    /// The barrier, where a command going on lane `id` of an out-of-order
-    /// queue must wait for it: the first command of each lane waits for
-    /// the barrier (its caller notes the lane in `barrier_on` once it is
-    /// enqueued), the lane's order makes the later ones follow, and none
-    /// is sent to the barrier's own lane to be ordered. Nobody asks the
-    /// driver whether it finished: at most one command per lane waits for
-    /// it after it did.
-    pub(crate) fn barrier_for(&self, id: u64) -> Option<&Arc<Event>> {
+    /// Before a command picks its lane: lets go of a barrier known to have
+    /// finished (the driver is not asked: the barrier costs at most one
+    /// wait per lane after it did) and gives it where the command takes it
+    /// among its dependencies: on an in-order queue, and where it waits for
+    /// a user event. Otherwise an out-of-order queue's commands wait for it
+    /// lane by lane ([`Lanes::barrier_for`]), so none is sent to the
+    /// barrier's own lane to be ordered.
+    pub(crate) fn barrier_dep(&mut self, in_order: bool) -> Option<Arc<Event>> {
+        if self.barrier.as_ref().is_some_and(|b| b.known_done()) {
+            self.set_barrier(None);
+        }
+        self.barrier.clone().filter(|b| in_order || b.blocks())
+    }
+
+    /// The barrier, where a command going on lane `id` must still wait for
+    /// it: the first command of each lane does, and the lane's order makes
+    /// the later ones follow.
+    pub(crate) fn barrier_for(&self, id: u64) -> Option<Arc<Event>> {
         self.barrier
-            .as_ref()
+            .clone()
             .filter(|_| !self.barrier_on.contains(&id))
+    }
+
+    /// Once a command that waited for the barrier (or whose lane already
+    /// followed it) is enqueued on lane `id`: the lane follows it from now
+    /// on, and so does an in-order queue's one lane, which needs it no more.
+    pub(crate) fn barrier_passed(&mut self, id: u64, in_order: bool) {
+        if in_order {
+            self.set_barrier(None);
+        } else if self.barrier.is_some() && !self.barrier_on.contains(&id) {
+            self.barrier_on.push(id);
+        }
     }
 }
