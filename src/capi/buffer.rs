@@ -189,7 +189,7 @@ pub unsafe extern "C" fn syrah_buffer_get_info(
         let b = unsafe { borrow(buffer, "buffer") }?;
         let d = b.dims as usize;
         let g = b.view;
-        let sg = b.owner.storage.geom;
+        let sg = b.storage.geom;
         let mut info = syrah_buffer_info {
             element_size: g.elem,
             dimensions: b.dims,
@@ -337,7 +337,7 @@ pub unsafe extern "C" fn syrah_buffer_host_access(
         }
         // SAFETY: forwarded contract.
         let b = unsafe { borrow(buffer, "buffer") }?;
-        if let Some(g) = crate::runtime::graph::recording_using(b.owner.storage.id) {
+        if let Some(g) = crate::runtime::graph::recording_using(b.storage.id) {
             return Err(Error::new(
                 crate::core::error::Status::InvalidOperation,
                 format!(

@@ -19,6 +19,11 @@ pub(crate) unsafe fn requests<'a>(
 ) -> Result<AccessReqs<'a>> {
     // SAFETY: forwarded contract.
     let raw = unsafe { slice(accessors, count, "accessors") }?;
+    // The buffers' lines asked for together (a hint: bad handles are
+    // refused below, before anything reads them).
+    for a in raw {
+        crate::core::prefetch::object(a.buffer);
+    }
     let mut out = AccessReqs::with_capacity(raw.len());
     for (i, a) in raw.iter().enumerate() {
         // SAFETY: each entry names a live buffer handle per the contract,
@@ -45,6 +50,10 @@ pub(crate) unsafe fn requests<'a>(
     }
     if out.is_empty() && count > 0 {
         return Err(Error::new(Status::Internal, "accessor list lost"));
+    }
+    // Their storages, read once the launch is checked.
+    for r in &out {
+        crate::core::prefetch::arc(&r.buffer.storage);
     }
     Ok(out)
 }
@@ -241,7 +250,7 @@ pub unsafe extern "C" fn syrah_queue_copy_accessor(
                 s.range, s.buffer.view.elem, d.range, d.buffer.view.elem
             )));
         }
-        if Arc::ptr_eq(&s.buffer.owner.storage, &d.buffer.owner.storage) {
+        if Arc::ptr_eq(&s.buffer.storage, &d.buffer.storage) {
             let (a, b) = (
                 s.buffer.pages_of(s.offset, s.range)?,
                 d.buffer.pages_of(d.offset, d.range)?,

@@ -71,6 +71,14 @@ impl<T: Clone> Tracker<T> {
         self.entries.len()
     }
 
+    /// Asks for the cache lines of the recorded accesses ahead of a look.
+    pub fn prefetch(&self) {
+        crate::core::prefetch::lines(
+            self.entries.as_ptr(),
+            std::mem::size_of_val(&self.entries[..]),
+        );
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

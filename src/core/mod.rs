@@ -15,6 +15,7 @@ pub mod linger;
 pub mod order;
 pub mod pages;
 pub mod pool;
+pub mod prefetch;
 pub mod ptx;
 pub mod registry;
 pub mod route;

@@ -89,7 +89,7 @@ impl Queue {
         let mut done = PreparedList::with_capacity(reqs.len());
         // One accessor (most launches): its storage's turn alone.
         if let [r] = reqs {
-            let turn = r.buffer.owner.storage.take_turn();
+            let turn = r.buffer.storage.take_turn();
             done.push(self.prepare_one(r, Some(turn), waits, on_lanes)?);
             return Ok(done);
         }
@@ -99,7 +99,7 @@ impl Queue {
         for i in 0..reqs.len() {
             order.push(i);
         }
-        order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
+        order.sort_by_key(|&i| reqs[i].buffer.storage.id);
         // Already in storage order: prepared in place; otherwise in slots,
         // put back in the accessors' order at the end.
         let in_order = order.iter().enumerate().all(|(k, &i)| k == i);
@@ -108,11 +108,17 @@ impl Queue {
         } else {
             (0..reqs.len()).map(|_| None).collect()
         };
-        let mut turns = take_turns(&distinct(reqs, &order)).into_iter();
+        let storages = distinct(reqs, &order);
+        let mut turns = take_turns(&storages).into_iter();
+        // The states' lines asked for together: each one's misses overlap
+        // the others' instead of following them.
+        for s in &storages {
+            s.state.lock().prefetch();
+        }
         let mut last_id = 0;
         for i in order {
             let r = &reqs[i];
-            let id = r.buffer.owner.storage.id;
+            let id = r.buffer.storage.id;
             let turn = if id != last_id { turns.next() } else { None };
             last_id = id;
             let p = self.prepare_one(r, turn, waits, on_lanes.as_deref_mut())?;
@@ -137,9 +143,10 @@ impl Queue {
         waits: &mut Deps,
         mut on_lanes: Option<&mut LanePositions>,
     ) -> Result<Prepared> {
-        let s = r.buffer.owner.storage.clone();
+        let s = r.buffer.storage.clone();
         let pages = r.buffer.pages_of(r.offset, r.range)?;
         let mut st = s.state.lock();
+        st.prefetch();
         prune_if(&mut st, false);
         let alloc = ensure_dev(&s, &mut st, &self.ctx, self.device)?;
         let mut gate_err = None;
@@ -248,14 +255,14 @@ impl Queue {
         done: &Arc<Event>,
     ) -> Result<Vec<HostPrepared>> {
         let mut order: SmallVec<[usize; 8]> = (0..reqs.len()).collect();
-        order.sort_by_key(|&i| reqs[i].buffer.owner.storage.id);
+        order.sort_by_key(|&i| reqs[i].buffer.storage.id);
         let mut pending: Vec<(Arc<Storage>, Box3, bool)> = Vec::new();
         let mut slots: Vec<Option<HostPrepared>> = (0..reqs.len()).map(|_| None).collect();
         // Held until every access is recorded.
         let _turns = take_turns(&distinct(reqs, &order));
         for i in order {
             let r = &reqs[i];
-            let s = r.buffer.owner.storage.clone();
+            let s = r.buffer.storage.clone();
             let pages = r.buffer.pages_of(r.offset, r.range)?;
             let mut st = s.state.lock();
             prune_if(&mut st, false);
@@ -322,7 +329,7 @@ impl Buffer {
         offset: [usize; 3],
         range: [usize; 3],
     ) -> Result<HostAccessor> {
-        let s = self.owner.storage.clone();
+        let s = self.storage.clone();
         let pages = self.pages_of(offset, range)?;
         let _turn = s.take_turn();
         let mut st = s.state.lock();
@@ -372,7 +379,7 @@ impl Buffer {
     /// Starts bringing every page home to the host; returns when the copies
     /// are enqueued, with the events to wait for.
     pub fn update_host(&self) -> Result<Vec<Arc<Event>>> {
-        let s = self.owner.storage.clone();
+        let s = self.storage.clone();
         let _turn = s.take_turn();
         let mut st = s.state.lock();
         prune(&mut st);
@@ -436,7 +443,7 @@ pub(crate) fn wait_on_host(
 fn distinct<'a>(reqs: &'a [AccessReq<'_>], order: &[usize]) -> SmallVec<[&'a Arc<Storage>; 4]> {
     let mut out: SmallVec<[&Arc<Storage>; 4]> = SmallVec::new();
     for &i in order {
-        let s = &reqs[i].buffer.owner.storage;
+        let s = &reqs[i].buffer.storage;
         if out.last().is_none_or(|l| l.id != s.id) {
             out.push(s);
         }

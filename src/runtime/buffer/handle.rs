@@ -51,7 +51,7 @@ impl Buffer {
             geom,
             allocator: Mutex::new(allocator),
             orphaned: AtomicBool::new(false),
-            turn: Arc::new(Mutex::new(())),
+            turn: <parking_lot::RawMutex as parking_lot::lock_api::RawMutex>::INIT,
             state: Mutex::new(State {
                 host: HostMem::None,
                 bits: vec![pages::new_bits(&geom, false)],
@@ -101,33 +101,25 @@ impl Buffer {
             final_set: AtomicBool::new(false),
             write_back: AtomicBool::new(true),
         });
-        Ok(Buffer {
-            owner,
-            view: geom,
-            dims: d.dims,
-        })
+        Ok(Buffer::of(owner, geom, d.dims))
     }
 
     pub fn storage(&self) -> &Arc<Storage> {
-        &self.owner.storage
+        &self.storage
     }
 
     /// A view of the same storage with another element size and range.
     pub fn reinterpret(&self, elem: usize, dims: u32, range: [usize; 3]) -> Result<Buffer> {
         let r = pages::normalize(dims, &range, 1)?;
         let view = Geometry::new(elem, r, [0; 3])?;
-        let total = self.owner.storage.geom.bytes();
+        let total = self.storage.geom.bytes();
         if view.bytes() != total {
             return Err(Error::invalid(format!(
                 "a reinterpreted view must keep the buffer's {total} bytes; {r:?} elements of {elem} bytes are {} bytes",
                 view.bytes()
             )));
         }
-        Ok(Buffer {
-            owner: self.owner.clone(),
-            view,
-            dims,
-        })
+        Ok(Buffer::of(self.owner.clone(), view, dims))
     }
 
     /// The page boxes an access must bring up to date first: all its pages
@@ -144,7 +136,7 @@ impl Buffer {
         if mode.needs_data() {
             return vec![*pages];
         }
-        let sg = &self.owner.storage.geom;
+        let sg = &self.storage.geom;
         if self.view != *sg {
             // A reinterpreted view: its exact coverage is not a page box.
             return vec![*pages];
@@ -154,7 +146,7 @@ impl Buffer {
 
     /// The storage pages an element box of this view touches.
     pub fn pages_of(&self, offset: [usize; 3], range: [usize; 3]) -> Result<Box3> {
-        let s = &self.owner.storage;
+        let s = &self.storage;
         if offset == [0; 3] && range == self.view.range {
             // The whole view, which spans every byte of the storage.
             return Ok(s.geom.all_pages());
@@ -184,19 +176,19 @@ impl Buffer {
     }
 
     pub fn stats(&self) -> Stats {
-        self.owner.storage.state.lock().stats
+        self.storage.state.lock().stats
     }
 
     /// The buffer's allocation on the queue's device as a native object:
     /// a USM pointer (true) or, without USM, its `cl_mem` (false).
     pub fn native(&self, q: &Queue) -> Result<(*mut c_void, bool)> {
-        native_of(&self.owner.storage, q)
+        native_of(&self.storage, q)
     }
 
     /// The allocation of this buffer on the queue's device (made now if it
     /// does not exist yet): valid until the buffer is destroyed.
     pub fn device_pointer(&self, q: &Queue) -> Result<*mut c_void> {
-        let s = &self.owner.storage;
+        let s = &self.storage;
         let mut st = s.state.lock();
         let i = ensure_dev(s, &mut st, &q.ctx, q.device)?;
         let p = st.devs[i - 1].ptr;

@@ -27,7 +27,7 @@ impl Buffer {
         range: [usize; 3],
         dst: *mut u8,
     ) -> Result<usize> {
-        let s = self.owner.storage.clone();
+        let s = self.storage.clone();
         let g = s.geom;
         if self.view != g {
             // A reinterpreted view's elements are no box of the storage's:

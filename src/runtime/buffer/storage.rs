@@ -13,6 +13,7 @@ use crate::runtime::context::{release_arg_mem, CachedAlloc, Context};
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
 use crate::runtime::queue::{LanePos, Queue};
+use parking_lot::lock_api::RawMutex as _;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::ffi::c_void;
@@ -192,6 +193,17 @@ pub(crate) struct State {
     pub(crate) stats: Stats,
 }
 
+impl State {
+    /// Asks for the cache lines a command's look at the state reads next
+    /// (its records, page maps and allocations), all at once.
+    pub(crate) fn prefetch(&self) {
+        use crate::core::prefetch::lines;
+        self.tracker.prefetch();
+        lines(self.bits.as_ptr(), std::mem::size_of_val(&self.bits[..]));
+        lines(self.devs.as_ptr(), std::mem::size_of_val(&self.devs[..]));
+    }
+}
+
 /// The storage shared by a buffer and its reinterpreted views.
 pub struct Storage {
     pub id: u64,
@@ -205,16 +217,31 @@ pub struct Storage {
     /// recorded, so that commands submitted at once from several threads
     /// see each other (the state lock itself is let go in between, while
     /// the command is enqueued). Taken before `state`, in storage id order.
-    pub(crate) turn: Arc<Mutex<()>>,
+    /// Inline, so that it shares the storage's cache lines.
+    pub(crate) turn: parking_lot::RawMutex,
 }
 
 /// A storage's turn (see `Storage::turn`), given back when dropped.
-pub type Turn = parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>;
+pub struct Turn(Arc<Storage>);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // SAFETY: this value stands for the lock taken when it was made,
+        // and it is dropped once.
+        unsafe { self.0.turn.unlock() };
+    }
+}
 
 impl Storage {
     /// Waits for the storage's turn to track a command.
-    pub(crate) fn take_turn(&self) -> Turn {
-        self.turn.lock_arc()
+    pub(crate) fn take_turn(self: &Arc<Self>) -> Turn {
+        self.turn.lock();
+        Turn(self.clone())
+    }
+
+    /// The storage's turn, if no one holds it.
+    fn try_take_turn(self: &Arc<Self>) -> Option<Turn> {
+        self.turn.try_lock().then(|| Turn(self.clone()))
     }
 }
 
@@ -235,7 +262,7 @@ pub(crate) fn take_turns(storages: &[&Arc<Storage>]) -> SmallVec<[Turn; 4]> {
             if i == first {
                 continue;
             }
-            match s.turn.try_lock_arc() {
+            match s.try_take_turn() {
                 Some(t) => held.push(t),
                 None => {
                     busy = Some(i);
@@ -493,9 +520,23 @@ unsafe impl Sync for Owner {}
 
 /// A user-visible buffer: an owner and the geometry it is seen with.
 pub struct Buffer {
+    /// The owner's storage, first: a command reaches it in one step.
+    pub storage: Arc<Storage>,
     pub owner: Arc<Owner>,
     pub view: Geometry,
     pub dims: u32,
+}
+
+impl Buffer {
+    /// The owner seen with `view` (of `dims` dimensions).
+    pub fn of(owner: Arc<Owner>, view: Geometry, dims: u32) -> Buffer {
+        Buffer {
+            storage: owner.storage.clone(),
+            owner,
+            view,
+            dims,
+        }
+    }
 }
 
 /// Creation parameters.

@@ -65,7 +65,7 @@ impl NodeAccess {
             owner: Arc::downgrade(&b.owner),
             view: b.view,
             dims: b.dims,
-            storage: b.owner.storage.id,
+            storage: b.storage.id,
             mode,
             offset,
             range,
@@ -74,11 +74,9 @@ impl NodeAccess {
 
     /// The buffer accessed, while the user holds it.
     pub fn buffer(&self) -> Option<Buffer> {
-        self.owner.upgrade().map(|owner| Buffer {
-            owner,
-            view: self.view,
-            dims: self.dims,
-        })
+        self.owner
+            .upgrade()
+            .map(|owner| Buffer::of(owner, self.view, self.dims))
     }
 
     /// Whether this access and `o` must be ordered: the same storage, one
