@@ -13,6 +13,7 @@ pub mod last_error;
 pub mod launch;
 pub mod linger;
 pub mod order;
+pub mod page_maps;
 pub mod pages;
 pub mod pool;
 pub mod prefetch;

@@ -6,7 +6,7 @@ use super::alloc::{ensure_dev, ensure_host, host_ptr, sub_buffer};
 use super::storage::{take_turns, Buffer, Deps, HostHold, Mode, State, Storage, Token, Turn};
 use super::transfer::{fetch, prune, prune_if, record, token_events};
 use crate::core::error::{Error, Result};
-use crate::core::pages::{self, Box3};
+use crate::core::pages::Box3;
 use crate::runtime::event::Event;
 use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
 use parking_lot::Mutex;
@@ -170,14 +170,13 @@ impl Queue {
         if let Some(e) = gate_err {
             return Err(e);
         }
-        if st.has_data && !pages::all_set(&s.geom, &st.bits[alloc], &pages) {
+        if st.has_data && !st.bits.all_set(&s.geom, alloc, &pages) {
             for part in r.buffer.fetch_boxes(r.mode, r.offset, r.range, &pages) {
                 waits.extend(fetch(&s, &mut st, alloc, &part, Some(self))?);
             }
         }
         let off = r.buffer.view.byte_offset(r.offset);
-        let base = st.devs[alloc - 1].ptr;
-        let mem = st.devs[alloc - 1].mem.unwrap_or(0);
+        let (base, mem) = st.dev_addresses(alloc);
         let eventful = st.eventful;
         drop(st);
         Ok(Prepared {
@@ -213,10 +212,7 @@ impl Queue {
             let mut st = p.storage.state.lock();
             record(&mut st, p.pages, p.write, token.clone(), lane, p.alloc);
             if p.write {
-                let g = p.storage.geom;
-                for (i, b) in st.bits.iter_mut().enumerate() {
-                    pages::set_box(&g, b, &p.pages, i == p.alloc);
-                }
+                st.bits.write_box(&p.storage.geom, p.alloc, &p.pages);
                 st.has_data = true;
             }
         }
@@ -290,10 +286,7 @@ impl Queue {
             let mut st = s.state.lock();
             record(&mut st, pages, write, Token::Cmd(done.clone()), 0, 0);
             if write {
-                let g = s.geom;
-                for (i, b) in st.bits.iter_mut().enumerate() {
-                    pages::set_box(&g, b, &pages, i == 0);
-                }
+                st.bits.write_box(&s.geom, 0, &pages);
                 st.has_data = true;
             }
         }
@@ -361,10 +354,7 @@ impl Buffer {
             0,
         );
         if mode.writes() {
-            let g = s.geom;
-            for (i, b) in st.bits.iter_mut().enumerate() {
-                pages::set_box(&g, b, &pages, i == 0);
-            }
+            st.bits.write_box(&s.geom, 0, &pages);
             st.has_data = true;
         }
         let ptr = host + self.view.byte_offset(offset);

@@ -2,10 +2,10 @@
 //! from released buffers, with sub-buffers and views where the device has
 //! no USM) and its host storage.
 
-use super::storage::{DevAlloc, HostMem, State, Storage, RELEASED_ALIVE};
+use super::storage::{DevAlloc, FirstDev, HostMem, State, Storage, RELEASED_ALIVE};
 use crate::backend::{HostEnd, MemH, RectSide, Side};
 use crate::core::error::{Error, Result, Status};
-use crate::core::pages::{self, Box3, Geometry, PageBits};
+use crate::core::pages::{Box3, Geometry, PageBits};
 use crate::core::registry::AllocKind;
 use crate::runtime::context::Context;
 use crate::runtime::platform::Device;
@@ -40,12 +40,8 @@ pub(crate) fn ensure_dev(
     ctx: &Arc<Context>,
     device: &'static Device,
 ) -> Result<usize> {
-    if let Some(i) = st
-        .devs
-        .iter()
-        .position(|d| d.ctx.id == ctx.id && std::ptr::eq(d.device, device))
-    {
-        return Ok(i + 1);
+    if let Some(i) = st.dev_index(ctx, device) {
+        return Ok(i);
     }
     let (p, mem) = if ctx.buffers_on_mem {
         // A plain memory object is the allocation.
@@ -82,7 +78,15 @@ pub(crate) fn ensure_dev(
         subs: Vec::new(),
         queue: None,
     });
-    st.bits.push(pages::new_bits(&s.geom, false));
+    st.bits.push(&s.geom);
+    if st.devs.len() == 1 {
+        st.first = Some(FirstDev {
+            ctx_id: ctx.id,
+            device,
+            ptr: p as usize,
+            mem: mem.unwrap_or(0),
+        });
+    }
     Ok(st.devs.len())
 }
 
@@ -237,7 +241,7 @@ pub(crate) fn ensure_host(s: &Storage, st: &mut State, write: bool) -> Result<us
             // others are outdated there and are fetched before any read.
             let p = s.alloc_host(s.geom.bytes())?;
             // SAFETY: both hold the buffer's bytes.
-            unsafe { copy_host_pages(&s.geom, &st.bits[0], ptr, p) };
+            unsafe { copy_host_pages(&s.geom, st.bits.map(0), ptr, p) };
             st.host = HostMem::Owned { ptr: p };
             Ok(p)
         }

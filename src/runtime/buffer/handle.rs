@@ -9,6 +9,7 @@ use super::storage::{
 use super::transfer::{fetch, PRUNE_MIN};
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
+use crate::core::page_maps::PageMaps;
 use crate::core::pages::{self, Box3, Geometry};
 use crate::runtime::queue::Queue;
 use parking_lot::Mutex;
@@ -54,8 +55,9 @@ impl Buffer {
             turn: <parking_lot::RawMutex as parking_lot::lock_api::RawMutex>::INIT,
             state: Mutex::new(State {
                 host: HostMem::None,
-                bits: vec![pages::new_bits(&geom, false)],
+                bits: PageMaps::new(&geom),
                 devs: Vec::new(),
+                first: None,
                 tracker: Tracker::new(),
                 prune_at: PRUNE_MIN,
                 has_data: false,
@@ -72,7 +74,7 @@ impl Buffer {
                         ptr: d.host_ptr,
                         writable: d.ownership != Ownership::ReadOnly,
                     };
-                    st.bits[0].fill(true);
+                    st.bits.fill(0, true);
                     st.has_data = true;
                 }
                 Ownership::CopyIn => {
@@ -87,7 +89,7 @@ impl Buffer {
                         )
                     };
                     st.host = HostMem::Owned { ptr: p };
-                    st.bits[0].fill(true);
+                    st.bits.fill(0, true);
                     st.has_data = true;
                 }
             }
@@ -281,7 +283,7 @@ impl Owner {
         // the destination untouched.
         // SAFETY: both hold the buffer's bytes: the host storage and the
         // destination the user named.
-        unsafe { copy_host_pages(&g, &st.bits[0], h, dest) };
+        unsafe { copy_host_pages(&g, st.bits.map(0), h, dest) };
     }
 }
 

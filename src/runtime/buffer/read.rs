@@ -9,7 +9,7 @@ use super::storage::{Buffer, State};
 use super::transfer::{fetch, prune, token_events_for_copy, transfer_queue};
 use crate::backend::HostEnd;
 use crate::core::error::{Error, Result, Status};
-use crate::core::pages::{self, Box3};
+use crate::core::pages::Box3;
 use crate::runtime::event::Event;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -56,9 +56,8 @@ impl Buffer {
         // bringing the pages home. The copies go behind the commands that
         // write the pages (they wait for them themselves), then everything
         // is waited for at once.
-        let holding =
-            |st: &State| (1..st.bits.len()).find(|&i| pages::all_set(&g, &st.bits[i], &pages));
-        let (copies, direct) = if pages::all_set(&g, &st.bits[0], &pages) {
+        let holding = |st: &State| (1..st.bits.len()).find(|&i| st.bits.all_set(&g, i, &pages));
+        let (copies, direct) = if st.bits.all_set(&g, 0, &pages) {
             (Vec::new(), false)
         } else if let Some(i) = holding(&st) {
             (read_from_device(&mut st, i, &pages, &runs, dst)?, true)

@@ -7,7 +7,8 @@ use super::host_blocks;
 use crate::backend::MemH;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
-use crate::core::pages::{Geometry, PageBits};
+use crate::core::page_maps::PageMaps;
+use crate::core::pages::Geometry;
 use crate::core::pool::AllocCache;
 use crate::runtime::context::{release_arg_mem, CachedAlloc, Context};
 use crate::runtime::event::Event;
@@ -110,6 +111,42 @@ pub(crate) struct DevAlloc {
     pub(crate) queue: Option<Arc<Queue>>,
 }
 
+/// A copy of the first device allocation's identity and addresses.
+#[derive(Clone, Copy)]
+pub(crate) struct FirstDev {
+    pub(crate) ctx_id: u64,
+    pub(crate) device: &'static Device,
+    pub(crate) ptr: usize,
+    pub(crate) mem: usize,
+}
+
+impl State {
+    /// The index (from 1) of the allocation of `ctx` on `device`, if any.
+    pub(crate) fn dev_index(&self, ctx: &Context, device: &'static Device) -> Option<usize> {
+        if let Some(f) = &self.first {
+            if f.ctx_id == ctx.id && std::ptr::eq(f.device, device) {
+                return Some(1);
+            }
+        }
+        self.devs
+            .iter()
+            .position(|d| d.ctx.id == ctx.id && std::ptr::eq(d.device, device))
+            .map(|i| i + 1)
+    }
+
+    /// The device address (0: none) and whole memory object (0: none) of
+    /// allocation `alloc` (from 1).
+    pub(crate) fn dev_addresses(&self, alloc: usize) -> (usize, usize) {
+        match &self.first {
+            Some(f) if alloc == 1 => (f.ptr, f.mem),
+            _ => {
+                let d = &self.devs[alloc - 1];
+                (d.ptr, d.mem.unwrap_or(0))
+            }
+        }
+    }
+}
+
 /// State of an active host accessor that commands may have to wait for.
 pub struct HostHold {
     pub(crate) released: AtomicBool,
@@ -178,8 +215,11 @@ pub struct Stats {
 pub(crate) struct State {
     pub(crate) host: HostMem,
     /// bits[0] is the host; bits[i] is devs[i - 1].
-    pub(crate) bits: Vec<PageBits>,
+    pub(crate) bits: PageMaps,
     pub(crate) devs: Vec<DevAlloc>,
+    /// What most commands need of `devs[0]`, kept in the state itself: the
+    /// allocation they use, found without a step into `devs`.
+    pub(crate) first: Option<FirstDev>,
     pub(crate) tracker: Tracker<Token>,
     /// Tracker length at which finished accesses are next looked for.
     pub(crate) prune_at: usize,
@@ -199,7 +239,10 @@ impl State {
     pub(crate) fn prefetch(&self) {
         use crate::core::prefetch::lines;
         self.tracker.prefetch();
-        lines(self.bits.as_ptr(), std::mem::size_of_val(&self.bits[..]));
+        lines(
+            self.bits.all().as_ptr(),
+            std::mem::size_of_val(self.bits.all()),
+        );
         lines(self.devs.as_ptr(), std::mem::size_of_val(&self.devs[..]));
     }
 }
@@ -410,7 +453,10 @@ impl Storage {
         let (devs, host) = {
             let mut st = self.state.lock();
             (
-                std::mem::take(&mut st.devs),
+                {
+                    st.first = None;
+                    std::mem::take(&mut st.devs)
+                },
                 std::mem::replace(&mut st.host, HostMem::None),
             )
         };

@@ -120,7 +120,7 @@ pub(crate) fn fetch(
     q: Option<&Queue>,
 ) -> Result<Vec<Arc<Event>>> {
     let g = s.geom;
-    if !st.has_data || pages::all_set(&g, &st.bits[target], want) {
+    if !st.has_data || st.bits.all_set(&g, target, want) {
         return Ok(Vec::new());
     }
     let target_ctx = if target == 0 {
@@ -129,7 +129,7 @@ pub(crate) fn fetch(
         Some(st.devs[target - 1].ctx.id)
     };
     let plan = {
-        let refs: Vec<Option<&PageBits>> = st.bits.iter().map(Some).collect();
+        let refs: Vec<Option<&PageBits>> = st.bits.all().iter().map(Some).collect();
         let devs = &st.devs;
         pages::plan(&g, target, want, &refs, |i| {
             // Same-context devices first, then the host, then the rest.
@@ -302,7 +302,7 @@ pub(crate) fn fetch_one(
             count(st, len);
         }
     }
-    pages::set_box(&s.geom, &mut st.bits[target], pages, true);
+    st.bits.set_box(&s.geom, target, pages, true);
     // The copies write the target's copy of these pages: later accesses
     // that read it (on any lane or thread) must wait for them. They stand
     // in only for earlier accesses at the target (see
