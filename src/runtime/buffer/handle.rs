@@ -148,16 +148,17 @@ impl Buffer {
 
     /// The storage pages an element box of this view touches.
     pub fn pages_of(&self, offset: [usize; 3], range: [usize; 3]) -> Result<Box3> {
-        let s = &self.storage;
+        if self.plain {
+            // The storage's own geometry, which this handle holds.
+            self.view.check_elements(offset, range)?;
+            return Ok(self.view.page_box(offset, range));
+        }
+        let sg = &self.storage.geom;
         if offset == [0; 3] && range == self.view.range {
             // The whole view, which spans every byte of the storage.
-            return Ok(s.geom.all_pages());
+            return Ok(sg.all_pages());
         }
         self.view.check_elements(offset, range)?;
-        let sg = &s.geom;
-        if self.view == *sg {
-            return Ok(sg.page_box(offset, range));
-        }
         let start = self.view.byte_offset(offset);
         let last = [
             offset[0] + range[0] - 1,

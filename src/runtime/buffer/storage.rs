@@ -212,15 +212,17 @@ pub struct Stats {
     pub d2d_copies: u64,
 }
 
+#[repr(C)]
 pub(crate) struct State {
-    pub(crate) host: HostMem,
+    // What every command reads first, together at the start (`repr(C)`
+    // keeps this order): the records, the page maps and their summaries,
+    // the first allocation, then what is read less often.
+    pub(crate) tracker: Tracker<Token>,
     /// bits[0] is the host; bits[i] is devs[i - 1].
     pub(crate) bits: PageMaps,
-    pub(crate) devs: Vec<DevAlloc>,
     /// What most commands need of `devs[0]`, kept in the state itself: the
     /// allocation they use, found without a step into `devs`.
     pub(crate) first: Option<FirstDev>,
-    pub(crate) tracker: Tracker<Token>,
     /// Tracker length at which finished accesses are next looked for.
     pub(crate) prune_at: usize,
     /// Some page has been current somewhere: without that, nothing moves.
@@ -230,38 +232,37 @@ pub(crate) struct State {
     /// standing for it also waited for the commands after it (which, for a
     /// buffer whose pages move between devices, serialises the devices).
     pub(crate) eventful: bool,
+    pub(crate) devs: Vec<DevAlloc>,
+    pub(crate) host: HostMem,
     pub(crate) stats: Stats,
 }
 
 impl State {
     /// Asks for the cache lines a command's look at the state reads next
-    /// (its records, page maps and allocations), all at once.
+    /// (its records; the rest is in the state itself).
     pub(crate) fn prefetch(&self) {
-        use crate::core::prefetch::lines;
         self.tracker.prefetch();
-        lines(
-            self.bits.all().as_ptr(),
-            std::mem::size_of_val(self.bits.all()),
-        );
-        lines(self.devs.as_ptr(), std::mem::size_of_val(&self.devs[..]));
     }
 }
 
 /// The storage shared by a buffer and its reinterpreted views.
+#[repr(C)]
 pub struct Storage {
+    // What every command touches first, together (`repr(C)` keeps this
+    // order, right after the reference counts): id, turn, state.
     pub id: u64,
-    pub geom: Geometry,
-    /// Taken (and its release called) once the memory is freed.
-    pub(crate) allocator: Mutex<Option<Arc<Allocator>>>,
-    /// The buffer's last handle has gone (see `free_when_idle`).
-    pub(crate) orphaned: AtomicBool,
-    pub(crate) state: Mutex<State>,
     /// Held from looking for a command's conflicts until the command is
     /// recorded, so that commands submitted at once from several threads
     /// see each other (the state lock itself is let go in between, while
     /// the command is enqueued). Taken before `state`, in storage id order.
     /// Inline, so that it shares the storage's cache lines.
     pub(crate) turn: parking_lot::RawMutex,
+    pub(crate) state: Mutex<State>,
+    pub geom: Geometry,
+    /// Taken (and its release called) once the memory is freed.
+    pub(crate) allocator: Mutex<Option<Arc<Allocator>>>,
+    /// The buffer's last handle has gone (see `free_when_idle`).
+    pub(crate) orphaned: AtomicBool,
 }
 
 /// A storage's turn (see `Storage::turn`), given back when dropped.
@@ -571,12 +572,16 @@ pub struct Buffer {
     pub owner: Arc<Owner>,
     pub view: Geometry,
     pub dims: u32,
+    /// The view is the storage's own geometry (not reinterpreted): its
+    /// pages are the storage's, with no look at the storage needed.
+    pub plain: bool,
 }
 
 impl Buffer {
     /// The owner seen with `view` (of `dims` dimensions).
     pub fn of(owner: Arc<Owner>, view: Geometry, dims: u32) -> Buffer {
         Buffer {
+            plain: view == owner.storage.geom,
             storage: owner.storage.clone(),
             owner,
             view,
