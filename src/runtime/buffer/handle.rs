@@ -135,15 +135,11 @@ impl Buffer {
         range: [usize; 3],
         pages: &Box3,
     ) -> Vec<Box3> {
-        if mode.needs_data() {
+        // A reinterpreted view's exact coverage is not a page box.
+        if mode.needs_data() || !self.plain {
             return vec![*pages];
         }
-        let sg = &self.storage.geom;
-        if self.view != *sg {
-            // A reinterpreted view: its exact coverage is not a page box.
-            return vec![*pages];
-        }
-        pages::subtract(pages, &sg.covered_box(offset, range))
+        pages::subtract(pages, &self.view.covered_box(offset, range))
     }
 
     /// The storage pages an element box of this view touches.

@@ -350,7 +350,10 @@ impl Lanes {
         if self.barrier.as_ref().is_some_and(|b| b.known_done()) {
             self.set_barrier(None);
         }
-        self.barrier.clone().filter(|b| in_order || b.blocks())
+        self.barrier
+            .as_ref()
+            .filter(|b| in_order || b.blocks())
+            .cloned()
     }
 
     /// The barrier, where a command going on lane `id` must still wait for
@@ -358,8 +361,9 @@ impl Lanes {
     /// the later ones follow.
     pub(crate) fn barrier_for(&self, id: u64) -> Option<Arc<Event>> {
         self.barrier
-            .clone()
+            .as_ref()
             .filter(|_| !self.barrier_on.contains(&id))
+            .cloned()
     }
 
     /// Once a command that waited for the barrier (or whose lane already
