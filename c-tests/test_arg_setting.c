@@ -5,8 +5,11 @@
  * set at every launch. A failed setting is reported, and the next launch
  * sets the argument again. Buffers made and released one after another
  * while one kernel object names them each get their own launches, whatever
- * handles the driver hands out again. Every element is checked. Devices the CUDA
- * back end drives take their arguments with each launch: skipped there. */
+ * handles the driver hands out again. A buffer made after one of its size
+ * was released takes over that buffer's memory object (no new one is made)
+ * until the context gives its kept memory back. Every element is checked.
+ * Devices the CUDA back end drives take their arguments with each launch:
+ * skipped there. */
 #include "faultcl.h"
 #include "testing.h"
 
@@ -55,9 +58,11 @@ static void check(syrah_buffer *b, int want, const char *what) {
  * while the next ones are in use: the kernel's memory argument, set
  * before, may name a released object whose handle comes back for a new
  * one, and is set again all the same (`mem`: 1 where the buffer reaches
- * the kernel as a memory object, whose setting is counted, else 0). Each
- * launch adds 1 to the new buffer, then 1 to the one made before it. */
-static void churn(syrah_queue *q, syrah_kernel *k, int mem) {
+ * the kernel as a memory object, whose setting is counted, else 0). The
+ * context gives back the memory it keeps after each release, so that the
+ * driver may hand out the released handles again. Each launch adds 1 to
+ * the new buffer, then 1 to the one made before it. */
+static void churn(syrah_context *ctx, syrah_queue *q, syrah_kernel *k, int mem) {
   static int zeros[N];
   syrah_buffer *live[3] = {NULL, NULL, NULL};
   int want[3] = {0, 0, 0}, made[3] = {0, 0, 0}, r, one = 1;
@@ -70,6 +75,7 @@ static void churn(syrah_queue *q, syrah_kernel *k, int mem) {
       check(live[slot], want[slot], what);
       EXPECT_OK(syrah_buffer_release(live[slot]));
     }
+    EXPECT_OK(syrah_context_trim(ctx, NULL));
     REQUIRE_OK(syrah_buffer_create(&bd, &live[slot]));
     made[slot] = r;
     want[slot] = 1;
@@ -85,6 +91,50 @@ static void churn(syrah_queue *q, syrah_kernel *k, int mem) {
     check(live[r], want[r], what);
     EXPECT_OK(syrah_buffer_release(live[r]));
   }
+}
+
+/* Launches `k` adding 1 over a new buffer of zeros, counting the memory
+ * objects made meanwhile, and checks the result. */
+static int made_for(syrah_queue *q, syrah_kernel *k, syrah_buffer **out) {
+  static int zeros[N];
+  syrah_buffer_desc bd = t_desc1(N, zeros, SYRAH_HOST_COPY_IN);
+  syrah_accessor a;
+  syrah_range r = syrah_range_1d(N);
+  syrah_kernel_arg args[2];
+  int one = 1, made;
+  if (syrah_buffer_create(&bd, out) != SYRAH_SUCCESS) {
+    T_FAIL("buffer of the reuse: %s", syrah_last_error_message());
+    return -1;
+  }
+  a = t_whole(*out, SYRAH_ACCESS_READ_WRITE);
+  args[0].kind = SYRAH_ARG_ACCESSOR;
+  args[0].size = 0;
+  args[0].value = NULL;
+  args[1] = syrah_arg_value(&one, sizeof one);
+  faultcl_arm("clCreateBuffer", NEVER, 1, CL_OUT_OF_RESOURCES);
+  EXPECT_OK(syrah_queue_submit_kernel(q, k, &r, &a, 1, args, 2, NULL, 0, NULL));
+  made = faultcl_disarm();
+  check(*out, 1, "a buffer of the reuse");
+  return made;
+}
+
+/* Where buffers are memory objects: a released buffer's object goes to
+ * the next buffer of its size, whose data is still its own, and a launch
+ * through it sets nothing (the kernel names that object already); once
+ * the context gives its kept memory back, a new object is made. */
+static void reuse(syrah_context *ctx, syrah_queue *q, syrah_kernel *k) {
+  syrah_buffer *b = NULL;
+  int one = 1;
+  EXPECT_OK(syrah_context_trim(ctx, NULL));
+  EXPECT_EQ(made_for(q, k, &b), 1);
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_EQ(made_for(q, k, &b), 0);
+  EXPECT_EQ(launch(q, k, b, &one, sizeof one, 0), 0);
+  check(b, 2, "the buffer that took over a released one's memory");
+  EXPECT_OK(syrah_buffer_release(b));
+  EXPECT_OK(syrah_context_trim(ctx, NULL));
+  EXPECT_EQ(made_for(q, k, &b), 1);
+  EXPECT_OK(syrah_buffer_release(b));
 }
 
 static void per_device(const syrah_device *d) {
@@ -135,7 +185,8 @@ static void per_device(const syrah_device *d) {
   EXPECT_OK(syrah_queue_wait(q));
   check(b, total, "after the launches");
   EXPECT_OK(syrah_buffer_release(b));
-  churn(q, k, first - 1);
+  churn(ctx, q, k, first - 1);
+  if (first == 2) reuse(ctx, q, k);
   EXPECT_OK(syrah_kernel_release(k8));
   EXPECT_OK(syrah_kernel_release(k));
   EXPECT_OK(syrah_program_release(prog));

@@ -2,9 +2,11 @@
  * fixed sequence of seven groups that once ran a group before the group
  * whose output it reads, then a seeded randomised checker (windows, every
  * access mode, host accessors and fills between groups, queues in order
- * and out of order, one device and every pair of devices, host-task groups, and
- * groups held back by user events completed a few groups later) that
- * compares every buffer with the model.
+ * and out of order, one device and every pair of devices, host-task groups,
+ * groups held back by user events completed a few groups later, and buffers
+ * released while their commands run and replaced by new ones of the same
+ * size, which may reuse their device memory) that compares every buffer
+ * with the model.
  *
  *   test_dag          the fixed sequence and a brief random run per setting
  *   test_dag stress   random runs with new seeds for SYRAH_STRESS_SECONDS
@@ -410,6 +412,35 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
       t_model_mix(model[ai] + oa, model[di] + od, len, 7000u + (uint32_t)g);
       continue;
     }
+    if (roll >= 27 && roll < 29) {
+      /* A buffer released while its commands may still run, and a new one
+       * of the same size in its place (which may take over the released
+       * one's device memory: what it holds must be its own). A buffer
+       * that writes back waits for its commands at release: the gates
+       * open first, and the data written back is checked. */
+      int bi = (int)below((size_t)nb);
+      syrah_buffer_desc bd;
+      if (write_back[bi]) open_gates(&gt);
+      EXPECT_OK(syrah_buffer_release(b[bi]));
+      if (write_back[bi]) {
+        snprintf(what, sizeof what, "%s seed %llu: b%d written back at its release after %d groups",
+                 s->name, (unsigned long long)seed, bi, g);
+        ok &= compare(what, host[bi], model[bi], 0, N);
+      }
+      write_back[bi] = (int)below(2);
+      for (i = 0; i < N; ++i) host[bi][i] = model[bi][i] = (uint32_t)(g * 7919 + (int)i * 3);
+      bd = t_desc1(N, host[bi], write_back[bi] ? SYRAH_HOST_WRITE_BACK : SYRAH_HOST_COPY_IN);
+      bd.page_size[0] = pages[below(4)];
+      b[bi] = NULL;
+      if (syrah_buffer_create(&bd, &b[bi]) != SYRAH_SUCCESS) {
+        T_FAIL("%s seed %llu group %d: new buffer %d: %s", s->name, (unsigned long long)seed, g, bi,
+               syrah_last_error_message());
+        ok = 0;
+        break;
+      }
+      ++t_checks;
+      continue;
+    }
     if (roll >= 22 && roll < 27) {
       /* A fill of a window, with or without an event. */
       int di = (int)below((size_t)nb);
@@ -475,6 +506,7 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
   for (j = 0; j < nb; ++j) {
     syrah_host_accessor *ha = NULL;
     uint32_t *p = NULL;
+    if (!b[j]) continue; /* its replacement failed, as said */
     if (write_back[j] && rnd() % 2) continue; /* checked after the release */
     if (syrah_buffer_host_access(b[j], SYRAH_ACCESS_READ, NULL, NULL, &ha, (void **)&p) !=
         SYRAH_SUCCESS) {
@@ -489,6 +521,7 @@ static int random_run(setting *s, uint64_t seed, int groups, int nb) {
     EXPECT_OK(syrah_host_accessor_release(ha));
   }
   for (j = 0; j < nb; ++j) {
+    if (!b[j]) continue;
     EXPECT_OK(syrah_buffer_release(b[j]));
     if (write_back[j]) {
       snprintf(what, sizeof what, "%s seed %llu: b%d written back at release", s->name,

@@ -43,6 +43,10 @@ pub struct Context {
     pub(crate) stagers: Mutex<Vec<(&'static Device, Arc<dyn std::any::Any + Send + Sync>)>>,
     /// Released buffers' device allocations, for reuse.
     pub(crate) dev_cache: Mutex<AllocCache<CachedAlloc>>,
+    /// Released buffers' memory objects, where buffers live in memory
+    /// objects, for reuse: a fresh one costs NVIDIA's driver tens of
+    /// microseconds at its first use.
+    pub(crate) mem_cache: Mutex<AllocCache<usize>>,
     /// Freed USM device allocations kept for reuse (see `usm_pool.rs`):
     /// the blocks' addresses by device and size class.
     pub(crate) usm_pool: Mutex<AllocCache<usize>>,
@@ -146,6 +150,7 @@ impl Context {
             queues: Mutex::new(Vec::new()),
             stagers: Mutex::new(Vec::new()),
             dev_cache: Mutex::new(AllocCache::new(cache_budget(devices))),
+            mem_cache: Mutex::new(AllocCache::new(cache_budget(devices))),
             usm_pool: Mutex::new(AllocCache::new(cache_budget(devices))),
             pinned: Mutex::new(Default::default()),
             slabs: Mutex::new(Default::default()),
@@ -240,11 +245,35 @@ impl Context {
         Some((c.ptr, c.view))
     }
 
-    /// Frees every kept allocation (when memory runs short).
+    /// Keeps a released buffer's memory object of `size` bytes, made for
+    /// `device`, for a later buffer of that size there; releases what no
+    /// longer fits.
+    pub(crate) fn keep_device_mem(&self, device: &Device, size: usize, mem: usize) {
+        let out = match self.device_index(device) {
+            Some(dev) => self.mem_cache.lock().put(dev, size, mem),
+            None => vec![mem],
+        };
+        for m in out {
+            release_arg_mem(self.platform.driver, crate::backend::MemH(m));
+        }
+    }
+
+    /// A kept memory object of exactly `size` bytes made for `device`.
+    pub(crate) fn reuse_device_mem(&self, device: &Device, size: usize) -> Option<usize> {
+        let dev = self.device_index(device)?;
+        self.mem_cache.lock().take(dev, size)
+    }
+
+    /// Frees every kept allocation and memory object (when memory runs
+    /// short).
     pub(crate) fn drop_device_cache(&self) {
         let all = self.dev_cache.lock().drain();
         for c in all {
             self.free_cached(c);
+        }
+        let mems = self.mem_cache.lock().drain();
+        for m in mems {
+            release_arg_mem(self.platform.driver, crate::backend::MemH(m));
         }
     }
 
@@ -344,6 +373,9 @@ impl Drop for Context {
         self.drop_pinned();
         for c in self.dev_cache.get_mut().drain() {
             self.free_cached(c);
+        }
+        for m in self.mem_cache.get_mut().drain() {
+            release_arg_mem(self.platform.driver, crate::backend::MemH(m));
         }
         for raw in self.usm_pool.get_mut().drain() {
             self.free_raw(raw);

@@ -8,7 +8,7 @@ use super::transfer::{fetch, prune, prune_if, record, token_events};
 use crate::core::error::{Error, Result};
 use crate::core::pages::Box3;
 use crate::runtime::event::Event;
-use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
+use crate::runtime::queue::{Held, LanePos, LanePositions, Queue, Submitted};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -404,15 +404,34 @@ pub(crate) fn refuse_held(st: &State, pages: &Box3, write: bool, what: &str) -> 
 /// `fetched`, the copies bringing those pages home (enqueued behind the
 /// commands, so that they start as those end). Conflicting host accessors
 /// still held were refused before ([`refuse_held`], under the same lock).
+///
+/// The copies are waited for first: each one that completes vouches for
+/// the commands before it on its in-order lane, which then need no wait of
+/// their own (a wait costs the driver's wake-up, and a command without an
+/// event a marker to wait on). Failures are reported as before: a copy
+/// that did not complete vouches for nothing, and each command is still
+/// waited for in turn.
 pub(crate) fn wait_on_host(
     st: &mut State,
     pages: &Box3,
     write: bool,
     fetched: Vec<Arc<Event>>,
 ) -> Result<()> {
+    let mut through: SmallVec<[(u64, u64); 2]> = SmallVec::new();
+    for e in &fetched {
+        if e.wait_cl().is_ok_and(|rc| rc == 0) {
+            through.extend(e.lane_place());
+        }
+    }
+    let vouched = |p: &LanePos| {
+        through
+            .iter()
+            .any(|&(lane, seq)| lane == p.lane && seq > p.seq)
+    };
     for t in st.tracker.conflicts(pages, write, 0) {
         match t {
             Token::Cmd(e) => e.wait()?,
+            Token::Lane(p) if vouched(&p) => {}
             Token::Lane(p) => {
                 let (e, exact) = p.event_exact()?;
                 st.eventful |= !exact;

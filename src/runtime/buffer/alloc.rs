@@ -22,15 +22,38 @@ pub(crate) fn reuse(
     device: &'static Device,
     bytes: usize,
 ) -> Option<(usize, Option<usize>)> {
-    ctx.reuse_device_alloc(device, bytes).or_else(|| {
+    reused(|| ctx.reuse_device_alloc(device, bytes))
+}
+
+/// What `take` finds among released buffers' memory, asking again after
+/// dropping finished commands where released buffers are still held.
+fn reused<T>(take: impl Fn() -> Option<T>) -> Option<T> {
+    take().or_else(|| {
         if RELEASED_ALIVE.load(Ordering::Acquire) == 0 {
             return None;
         }
         // Every context: a released buffer used on several devices is held
         // by finished commands of each.
         Context::reclaim_all();
-        ctx.reuse_device_alloc(device, bytes)
+        take()
     })
+}
+
+/// A memory object of `bytes` for a buffer on `device`: a released
+/// buffer's, or a new one (after giving back the kept ones where memory
+/// runs short).
+fn device_mem(ctx: &Context, device: &'static Device, bytes: usize) -> Result<usize> {
+    if let Some(m) = reused(|| ctx.reuse_device_mem(device, bytes)) {
+        return Ok(m);
+    }
+    let driver = ctx.platform.driver;
+    match driver.create_mem(ctx.handle(), bytes) {
+        Err(e) if e.status == Status::OutOfDeviceMemory => {
+            ctx.drop_device_cache();
+            Ok(driver.create_mem(ctx.handle(), bytes)?.0)
+        }
+        r => Ok(r?.0),
+    }
 }
 
 /// Index (into bits) of the allocation on `device` through `ctx`.
@@ -45,11 +68,8 @@ pub(crate) fn ensure_dev(
     }
     let (p, mem) = if ctx.buffers_on_mem {
         // A plain memory object is the allocation.
-        let m = ctx
-            .platform
-            .driver
-            .create_mem(ctx.handle(), s.geom.bytes())?;
-        (std::ptr::null_mut(), Some(m.0))
+        let m = device_mem(ctx, device, s.geom.bytes())?;
+        (std::ptr::null_mut(), Some(m))
     } else if let Some((p, mem)) = reuse(ctx, device, s.geom.bytes()) {
         (p as *mut c_void, mem)
     } else {

@@ -477,6 +477,13 @@ impl Storage {
                     record,
                     view: d.mem,
                 }),
+                // A plain memory object: a later buffer of this size on
+                // this device reuses it.
+                Err(_) if d.ptr == 0 && d.ctx.buffers_on_mem && d.mem.is_some() => {
+                    if let Some(m) = d.mem {
+                        d.ctx.keep_device_mem(d.device, self.geom.bytes(), m);
+                    }
+                }
                 _ => {
                     if let Some(m) = d.mem {
                         // Released once, before any memory under it.
