@@ -62,6 +62,9 @@ pub struct Context {
     pub(crate) arg_views: Mutex<std::collections::BTreeMap<usize, usize>>,
     /// Whether kernels get those views (decided at the first launch).
     pub(crate) arg_views_on: std::sync::OnceLock<bool>,
+    /// Queues of the back end for blocking reads into the host, one per
+    /// device, made at first use (see `read_now.rs`).
+    pub(crate) readers: Mutex<Vec<(&'static Device, crate::backend::QueueH)>>,
 }
 
 /// Counts Syrah's releases of memory objects that a kernel may name as an
@@ -157,6 +160,7 @@ impl Context {
             retired_queues: Mutex::new(Vec::new()),
             arg_views: Mutex::new(Default::default()),
             arg_views_on: std::sync::OnceLock::new(),
+            readers: Mutex::new(Vec::new()),
         });
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -362,6 +366,11 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
+        // The readers' queues before the memory their reads used (their
+        // reads were blocking: none is still running).
+        for (_, q) in self.readers.get_mut().drain(..) {
+            self.platform.driver.release_queue(q);
+        }
         // Views first, before any memory under them.
         self.forget_all_views();
         let left = self.registry.get_mut().drain();

@@ -16,6 +16,7 @@ pub(crate) mod pinned_blocks;
 pub mod platform;
 pub mod program;
 pub mod queue;
+pub(crate) mod read_now;
 pub mod staging;
 pub(crate) mod staging_pipe;
 pub mod trace;

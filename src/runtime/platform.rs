@@ -90,6 +90,12 @@ pub struct Device {
     /// OpenCL; `SYRAH_HOST_READS=early` or `late` says so for any device):
     /// such a copy behind unfinished work waits for it on the host.
     pub reads_host_early: bool,
+    /// Whether a copy into the host that the caller waits for at once is
+    /// made one blocking read (NVIDIA's OpenCL completes a read into
+    /// ordinary memory enqueued without blocking 25-30 µs late, however it
+    /// is waited for; `SYRAH_READS_HOME=blocking` or `queued` says so for
+    /// any OpenCL device).
+    pub reads_home_blocking: bool,
     /// Whether each command is flushed as it is enqueued, so that it
     /// starts. Not on NVIDIA's OpenCL, which starts every command as it is
     /// enqueued (behind unflushed commands and user events too) and charges
@@ -428,6 +434,11 @@ fn load_device(
         Ok("late") => false,
         _ => vendor.contains("NVIDIA"),
     };
+    let reads_home_blocking = match std::env::var("SYRAH_READS_HOME").as_deref() {
+        Ok("blocking") => true,
+        Ok("queued") => false,
+        _ => vendor.contains("NVIDIA"),
+    };
     let flush_each = flush_each_setting() || !vendor.contains("NVIDIA");
     let base_align = if vendor.contains("NVIDIA") {
         0
@@ -470,6 +481,7 @@ fn load_device(
         usm,
         staging,
         reads_host_early,
+        reads_home_blocking,
         flush_each,
         kernel_offsets,
         routes: Default::default(),
@@ -604,6 +616,8 @@ fn cuda_device(
         staging: crate::core::staging::enabled(false, None).0,
         // The CUDA back end keeps copies with ordinary memory in order.
         reads_host_early: false,
+        // Its copies into ordinary memory are landed by Syrah's own threads.
+        reads_home_blocking: false,
         // A CUDA stream has nothing to flush.
         flush_each: false,
         kernel_offsets: false,

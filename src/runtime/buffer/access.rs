@@ -4,7 +4,7 @@
 
 use super::alloc::{ensure_dev, ensure_host, host_ptr, sub_buffer};
 use super::storage::{take_turns, Buffer, Deps, HostHold, Mode, State, Storage, Token, Turn};
-use super::transfer::{fetch, prune, prune_if, record, token_events};
+use super::transfer::{fetch, fetch_now, prune, prune_if, record, token_events};
 use crate::core::error::{Error, Result};
 use crate::core::pages::Box3;
 use crate::runtime::event::Event;
@@ -335,7 +335,7 @@ impl Buffer {
         // everything the accessor conflicts with is waited for at once.
         let mut fetched = Vec::new();
         for part in self.fetch_boxes(mode, offset, range, &pages) {
-            fetched.extend(fetch(&s, &mut st, 0, &part, None)?);
+            fetched.extend(fetch_now(&s, &mut st, &part)?);
         }
         wait_on_host(&mut st, &pages, mode.writes(), fetched)?;
         // Data fetched into read-only user memory goes to a private copy

@@ -6,7 +6,7 @@ use super::storage::{
     Buffer, BufferDesc, HostMem, Mode, Owner, Ownership, State, Stats, Storage, Token, NEXT_ID,
     RELEASED_ALIVE,
 };
-use super::transfer::{fetch, PRUNE_MIN};
+use super::transfer::{fetch_now, PRUNE_MIN};
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::page_maps::PageMaps;
@@ -257,7 +257,7 @@ impl Owner {
         }
         let g = s.geom;
         let all = g.all_pages();
-        let host = match fetch(&s, &mut st, 0, &all, None) {
+        let host = match fetch_now(&s, &mut st, &all) {
             Ok(evs) => {
                 for e in evs {
                     let _ = e.wait();

@@ -6,7 +6,7 @@
 use super::access::{refuse_held, wait_on_host};
 use super::alloc::host_ptr;
 use super::storage::{Buffer, State};
-use super::transfer::{fetch, prune, token_events_for_copy, transfer_queue};
+use super::transfer::{fetch_now, prune, token_events_for_copy, transfer_queue};
 use crate::backend::HostEnd;
 use crate::core::error::{Error, Result, Status};
 use crate::core::pages::Box3;
@@ -62,7 +62,7 @@ impl Buffer {
         } else if let Some(i) = holding(&st) {
             (read_from_device(&mut st, i, &pages, &runs, dst)?, true)
         } else {
-            (fetch(&s, &mut st, 0, &pages, None)?, false)
+            (fetch_now(&s, &mut st, &pages)?, false)
         };
         wait_on_host(&mut st, &pages, false, copies)?;
         if direct {
@@ -94,7 +94,7 @@ fn read_from_device(
     for &(off, len) in runs {
         let to = dst as usize + at;
         let ev = match mem.filter(|_| ptr == 0) {
-            Some(m) => q.copy_mem((None, to), (Some(m), 0), (0, off), len, &deps)?,
+            Some(m) => q.copy_mem_now((None, to), (Some(m), 0), (0, off), len, &deps)?,
             // SAFETY: the allocation holds the buffer's bytes and the run
             // lies inside it; `dst` holds the runs' total per the caller's
             // contract, and the caller waits for the copies.

@@ -119,6 +119,24 @@ pub(crate) fn fetch(
     want: &Box3,
     q: Option<&Queue>,
 ) -> Result<Vec<Arc<Event>>> {
+    fetch_into(s, st, target, want, q, false)
+}
+
+/// [`fetch`] into the host for a caller that waits for the copies at
+/// once: where the device makes such reads blocking, they have ended when
+/// this returns (see `read_now.rs`).
+pub(crate) fn fetch_now(s: &Arc<Storage>, st: &mut State, want: &Box3) -> Result<Vec<Arc<Event>>> {
+    fetch_into(s, st, 0, want, None, true)
+}
+
+fn fetch_into(
+    s: &Arc<Storage>,
+    st: &mut State,
+    target: usize,
+    want: &Box3,
+    q: Option<&Queue>,
+    now: bool,
+) -> Result<Vec<Arc<Event>>> {
     let g = s.geom;
     if !st.has_data || st.bits.all_set(&g, target, want) {
         return Ok(Vec::new());
@@ -152,10 +170,14 @@ pub(crate) fn fetch(
             // Between contexts: through host storage first. The copy in
             // waits for the copy out through a bridge to the other context
             // (see `watch`), not on this thread.
-            let via = fetch_one(s, st, 0, t.src, &t.pages, &runs, &deps, None)?;
-            events.extend(fetch_one(s, st, target, 0, &t.pages, &runs, &via, q)?);
+            let via = fetch_one(s, st, 0, t.src, &t.pages, &runs, &deps, None, false)?;
+            events.extend(fetch_one(
+                s, st, target, 0, &t.pages, &runs, &via, q, false,
+            )?);
         } else {
-            events.extend(fetch_one(s, st, target, t.src, &t.pages, &runs, &deps, q)?);
+            events.extend(fetch_one(
+                s, st, target, t.src, &t.pages, &runs, &deps, q, now,
+            )?);
         }
     }
     Ok(events)
@@ -199,6 +221,7 @@ pub(crate) fn fetch_one(
     runs: &[(usize, usize)],
     deps: &[Arc<Event>],
     q: Option<&Queue>,
+    now: bool,
 ) -> Result<Vec<Arc<Event>>> {
     let write_host = target == 0;
     let host = if src == 0 || target == 0 {
@@ -289,6 +312,14 @@ pub(crate) fn fetch_one(
                         host_end,
                     )
                 }?
+            } else if now {
+                queue.copy_mem_now(
+                    (dst_mem, dst_base),
+                    (src_mem, src_base),
+                    (off, off),
+                    len,
+                    deps,
+                )?
             } else {
                 queue.copy_mem(
                     (dst_mem, dst_base),
