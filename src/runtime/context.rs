@@ -257,7 +257,12 @@ impl Context {
             Some(dev) => self.mem_cache.lock().put(dev, size, mem),
             None => vec![mem],
         };
-        for m in out {
+        self.release_mems(out);
+    }
+
+    /// Gives memory objects of released buffers back to the driver.
+    fn release_mems(&self, mems: Vec<usize>) {
+        for m in mems {
             release_arg_mem(self.platform.driver, crate::backend::MemH(m));
         }
     }
@@ -276,9 +281,7 @@ impl Context {
             self.free_cached(c);
         }
         let mems = self.mem_cache.lock().drain();
-        for m in mems {
-            release_arg_mem(self.platform.driver, crate::backend::MemH(m));
-        }
+        self.release_mems(mems);
     }
 
     /// Lets every queue drop the finished commands at the front of its list,
@@ -383,9 +386,8 @@ impl Drop for Context {
         for c in self.dev_cache.get_mut().drain() {
             self.free_cached(c);
         }
-        for m in self.mem_cache.get_mut().drain() {
-            release_arg_mem(self.platform.driver, crate::backend::MemH(m));
-        }
+        let mems = self.mem_cache.get_mut().drain();
+        self.release_mems(mems);
         for raw in self.usm_pool.get_mut().drain() {
             self.free_raw(raw);
         }
