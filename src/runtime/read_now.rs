@@ -13,9 +13,7 @@ use crate::runtime::context::Context;
 use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
 use crate::runtime::queue::Queue;
-use crate::runtime::staging_pipe::Way;
 use smallvec::SmallVec;
-use std::ffi::c_void;
 use std::sync::Arc;
 
 impl Context {
@@ -36,33 +34,6 @@ impl Context {
 }
 
 impl Queue {
-    /// [`Queue::copy_mem`] for a caller that waits for the copy at once: a
-    /// copy into the host that is not staged is made with
-    /// [`Queue::read_home_now`] where it can be.
-    pub(crate) fn copy_mem_now(
-        &self,
-        dst: (Option<usize>, usize),
-        src: (Option<usize>, usize),
-        (d0, s0): (usize, usize),
-        len: usize,
-        deps: &[Arc<Event>],
-    ) -> Result<Arc<Event>> {
-        if let ((None, base), (Some(m), _)) = (dst, src) {
-            let host = base + d0;
-            if self
-                .staged_way_mem(Way::ToHost, host as *const c_void, len)
-                .is_none()
-            {
-                // SAFETY: as for `copy_mem`: the host memory and the memory
-                // object cover the copied bytes.
-                if let Some(ev) = unsafe { self.read_home_now(host, MemH(m), s0, len, deps) }? {
-                    return Ok(ev);
-                }
-            }
-        }
-        self.copy_mem(dst, src, (d0, s0), len, deps)
-    }
-
     /// A copy of `len` bytes from byte `off` of memory object `src` (of
     /// this queue's device) into host memory at `dst`, for a caller that
     /// waits for it at once, made as one blocking read after `deps`: the

@@ -158,6 +158,7 @@ impl Queue {
             (d0, s0),
             len,
             deps,
+            false,
         )
     }
 

@@ -94,7 +94,7 @@ fn read_from_device(
     for &(off, len) in runs {
         let to = dst as usize + at;
         let ev = match mem.filter(|_| ptr == 0) {
-            Some(m) => q.copy_mem_now((None, to), (Some(m), 0), (0, off), len, &deps)?,
+            Some(m) => q.copy_mem((None, to), (Some(m), 0), (0, off), len, &deps, true)?,
             // SAFETY: the allocation holds the buffer's bytes and the run
             // lies inside it; `dst` holds the runs' total per the caller's
             // contract, and the caller waits for the copies.

@@ -312,14 +312,6 @@ pub(crate) fn fetch_one(
                         host_end,
                     )
                 }?
-            } else if now {
-                queue.copy_mem_now(
-                    (dst_mem, dst_base),
-                    (src_mem, src_base),
-                    (off, off),
-                    len,
-                    deps,
-                )?
             } else {
                 queue.copy_mem(
                     (dst_mem, dst_base),
@@ -327,6 +319,7 @@ pub(crate) fn fetch_one(
                     (off, off),
                     len,
                     deps,
+                    now,
                 )?
             };
             events.push(ev);
@@ -393,7 +386,9 @@ pub(crate) struct RectSide {
 impl Queue {
     /// One linear copy of `len` bytes, from offset `s0` of `src` to offset
     /// `d0` of `dst`, where a device side is a memory object (`mem`) and
-    /// the host side a pointer (`base`).
+    /// the host side a pointer (`base`). `now`: the caller waits for it at
+    /// once, so a copy into the host that is not staged may be made a
+    /// blocking read ([`Queue::read_home_now`]).
     pub(crate) fn copy_mem(
         &self,
         dst: (Option<usize>, usize),
@@ -401,6 +396,7 @@ impl Queue {
         (d0, s0): (usize, usize),
         len: usize,
         deps: &[Arc<Event>],
+        now: bool,
     ) -> Result<Arc<Event>> {
         let side = |(mem, base): (Option<usize>, usize), off: usize| Side {
             mem: mem.map(MemH),
@@ -435,6 +431,12 @@ impl Queue {
                     Some(m),
                 )
             };
+        }
+        if let (true, None, Some(m)) = (now, d.mem, s.mem) {
+            // SAFETY: as for the copy below.
+            if let Some(ev) = unsafe { self.read_home_now(d.at, m, s.at, len, deps) }? {
+                return Ok(ev);
+            }
         }
         self.submit(
             deps,
