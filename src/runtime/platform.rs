@@ -322,6 +322,26 @@ fn flush_each_setting() -> bool {
     })
 }
 
+/// A setting `var` that turns a device property on (`on`) or off (`off`)
+/// for every OpenCL device, read once (in `cell`): None where it is unset
+/// or empty, and for any other value, which is named on standard error.
+fn forced(
+    cell: &'static std::sync::OnceLock<Option<bool>>,
+    var: &str,
+    on: &str,
+    off: &str,
+) -> Option<bool> {
+    *cell.get_or_init(|| match std::env::var(var) {
+        Ok(v) if v == on => Some(true),
+        Ok(v) if v == off => Some(false),
+        Ok(v) if !v.is_empty() => {
+            eprintln!("syrah: {var}='{v}' is not '{on}' or '{off}'; it is ignored");
+            None
+        }
+        _ => None,
+    })
+}
+
 fn has_ext(list: &str, name: &str) -> bool {
     list.split_whitespace().any(|e| e == name)
 }
@@ -429,16 +449,13 @@ fn load_device(
     let double_fp: cl_ulong = info::device_scalar_or(api, id, CL_DEVICE_DOUBLE_FP_CONFIG, 0);
     let vendor = info::device_string(api, id, CL_DEVICE_VENDOR).unwrap_or_default();
     let kernel_offsets = crate::opencl::offsets::enabled_for(&vendor);
-    let reads_host_early = match std::env::var("SYRAH_HOST_READS").as_deref() {
-        Ok("early") => true,
-        Ok("late") => false,
-        _ => vendor.contains("NVIDIA"),
-    };
-    let reads_home_blocking = match std::env::var("SYRAH_READS_HOME").as_deref() {
-        Ok("blocking") => true,
-        Ok("queued") => false,
-        _ => vendor.contains("NVIDIA"),
-    };
+    let nvidia = vendor.contains("NVIDIA");
+    static HOST_READS: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    static READS_HOME: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let reads_host_early =
+        forced(&HOST_READS, "SYRAH_HOST_READS", "early", "late").unwrap_or(nvidia);
+    let reads_home_blocking =
+        forced(&READS_HOME, "SYRAH_READS_HOME", "blocking", "queued").unwrap_or(nvidia);
     let flush_each = flush_each_setting() || !vendor.contains("NVIDIA");
     let base_align = if vendor.contains("NVIDIA") {
         0
