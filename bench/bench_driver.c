@@ -6,6 +6,10 @@
  *     against the same copy again (cl_mem and SVM), three fresh rounds;
  *   - a 16 MiB copy from pinned memory ended by a blocking call, by
  *     clWaitForEvents, and by asking its status until it is complete;
+ *   - a kernel then a 32 KiB read of its output into ordinary memory,
+ *     ended by a blocking read, and by a non-blocking one followed by
+ *     clWaitForEvents, clFinish or status questions; the same non-blocking
+ *     read into pinned memory;
  *   - a 4 KiB copy (from pinned and from ordinary memory) released by
  *     completing the user event it waits on, and a kernel after it on the
  *     same queue or on another one;
@@ -320,6 +324,66 @@ static void copy_waits(raw_env *e) {
   CL_OK(clReleaseMemObject(dev));
 }
 
+/* A kernel over 8192 floats (`steps` steps each), then a read of its output (32 KiB) into
+ * ordinary (malloc'd) memory, ended five ways: a blocking read; a
+ * non-blocking read with an event, then clWaitForEvents, clFinish or its
+ * status asked until complete; and the non-blocking read into pinned
+ * memory, then clWaitForEvents. µs from the kernel's enqueue until the
+ * data is there, median of 25: what waiting for data brought home costs
+ * beyond the copy. */
+static void read_waits(raw_env *e) {
+  enum { REPS = 25, MODES = 5, FLOATS = 8192 };
+  const char *how[MODES] = {"blocking read", "non-blocking read, clWaitForEvents", "non-blocking read, clFinish",
+                            "non-blocking read, status asked until complete",
+                            "non-blocking read into pinned memory, clWaitForEvents"};
+  const size_t bytes = sizeof(float) * FLOATS, global = FLOATS;
+  const int n = steps;
+  cl_int err;
+  cl_mem dev = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err), pinned;
+  float *ordinary = (float *)calloc(FLOATS, sizeof(float)), *pin;
+  double t[MODES][REPS];
+  int mode, rep;
+  CL_OK(err);
+  if (!ordinary) exit(1);
+  pinned = clCreateBuffer(e->ctx, CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+  CL_OK(err);
+  pin = (float *)clEnqueueMapBuffer(e->q, pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &err);
+  CL_OK(err);
+  CL_OK(clEnqueueWriteBuffer(e->q, dev, CL_TRUE, 0, bytes, ordinary, 0, NULL, NULL));
+  CL_OK(clSetKernelArg(e->k, 0, sizeof dev, &dev));
+  CL_OK(clSetKernelArg(e->k, 1, sizeof n, &n));
+  for (rep = -1; rep < REPS; ++rep)
+    for (mode = 0; mode < MODES; ++mode) {
+      cl_event ev;
+      cl_int st = CL_QUEUED;
+      double t0 = now_us();
+      CL_OK(clEnqueueNDRangeKernel(e->q, e->k, 1, NULL, &global, NULL, 0, NULL, NULL));
+      if (mode == 0) {
+        CL_OK(clEnqueueReadBuffer(e->q, dev, CL_TRUE, 0, bytes, ordinary, 0, NULL, NULL));
+      } else {
+        CL_OK(clEnqueueReadBuffer(e->q, dev, CL_FALSE, 0, bytes, mode == 4 ? pin : ordinary, 0, NULL, &ev));
+        CL_OK(clFlush(e->q));
+        if (mode == 2)
+          CL_OK(clFinish(e->q));
+        else if (mode == 3)
+          while (st > CL_COMPLETE)
+            CL_OK(clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL));
+        else
+          CL_OK(clWaitForEvents(1, &ev));
+        CL_OK(clReleaseEvent(ev));
+      }
+      if (rep >= 0) t[mode][rep] = now_us() - t0;
+    }
+  for (mode = 0; mode < MODES; ++mode)
+    printf("| a kernel of %d steps, then 32 KiB of its output home: %s | %.1f µs |\n", steps, how[mode],
+           median(t[mode], REPS));
+  CL_OK(clEnqueueUnmapMemObject(e->q, pinned, pin, 0, NULL, NULL));
+  CL_OK(clFinish(e->q));
+  CL_OK(clReleaseMemObject(pinned));
+  CL_OK(clReleaseMemObject(dev));
+  free(ordinary);
+}
+
 /* A 4 KiB copy to the device enqueued behind a user event: µs from
  * clSetUserEventStatus until the copy's status says complete, against the
  * same copy enqueued then (no user event) until complete; from pinned and
@@ -470,6 +534,7 @@ int main(int argc, char **argv) {
   else
     printf("| 16 MiB into a fresh SVM allocation | skipped: the device has no SVM |\n");
   copy_waits(&e);
+  read_waits(&e);
   user_event_gate(&e, (caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) != 0);
   user_event_chain(&e);
   host_ptr_copies(&e);

@@ -92,9 +92,10 @@ pub struct Device {
     pub reads_host_early: bool,
     /// Whether a copy into the host that the caller waits for at once is
     /// made one blocking read (NVIDIA's OpenCL completes a read into
-    /// ordinary memory enqueued without blocking 25-30 µs late, however it
-    /// is waited for; `SYRAH_READS_HOME=blocking` or `queued` says so for
-    /// any OpenCL device).
+    /// ordinary memory enqueued without blocking later than a blocking one
+    /// returns, however it is waited for: `bench_driver`;
+    /// `SYRAH_READS_HOME=blocking` or `queued` says so for any OpenCL
+    /// device).
     pub reads_home_blocking: bool,
     /// Whether each command is flushed as it is enqueued, so that it
     /// starts. Not on NVIDIA's OpenCL, which starts every command as it is

@@ -1,8 +1,8 @@
 //! Reads into the host that the caller waits for at once, made one
 //! blocking call: NVIDIA's OpenCL completes a read into ordinary memory
-//! that was enqueued without blocking 25-30 µs after the data is there,
-//! however it is waited for (an event wait, `clFinish` or status
-//! questions alike), while a blocking read returns as the data arrives.
+//! that was enqueued without blocking microseconds to tens of them after
+//! a blocking read would have returned, however it is waited for (an
+//! event wait, `clFinish` or status questions alike; `bench_driver`).
 //! The read goes on a queue of the context's own, outside the queues'
 //! locks, so that commands other threads submit meanwhile do not wait
 //! for it; it waits for what it depends on through its wait list.
