@@ -1,5 +1,6 @@
 /* Command graphs: a chain, a diamond, host tasks and buffers inside a
- * graph, argument updates between replays, a two-device stencil over
+ * graph, submissions that find their buffers unchanged, argument updates
+ * between replays, a two-device stencil over
  * shared buffers, and the refusals; every replayed result is compared with
  * the same commands run eagerly. */
 #define _POSIX_C_SOURCE 200112L
@@ -561,6 +562,117 @@ static void test_pages_moved_between_replays(syrah_queue *q, syrah_program *prog
   syrah_kernel_release(add);
 }
 
+/* One step of the unchanged-buffers case: a + 1, b = a * 2 + 5, a + 3. */
+static syrah_status step_three(syrah_queue *q, syrah_kernel *add, syrah_kernel *lin, syrah_buffer *a,
+                               syrah_buffer *b) {
+  syrah_accessor acc[2];
+  syrah_range r = syrah_range_1d(N);
+  syrah_kernel_arg args[4];
+  int two = 2, five = 5;
+  syrah_status st = t_launch_rw(q, add, a, N, 1, NULL);
+  if (st != SYRAH_SUCCESS) return st;
+  acc[0] = t_whole(a, SYRAH_ACCESS_READ);
+  acc[1] = t_whole(b, SYRAH_ACCESS_DISCARD_WRITE);
+  args[0] = acc_arg(0);
+  args[1] = acc_arg(1);
+  args[2] = syrah_arg_value(&two, sizeof two);
+  args[3] = syrah_arg_value(&five, sizeof five);
+  st = syrah_queue_submit_kernel(q, lin, &r, acc, 2, args, 4, NULL, 0, NULL);
+  return st != SYRAH_SUCCESS ? st : t_launch_rw(q, add, a, N, 3, NULL);
+}
+
+/* A graph of three kernels over two buffers, submitted again and again
+ * with other work on its buffers in between: a read of one buffer to the
+ * host, an eager kernel, a host write, a submission to another queue.
+ * A submission that finds the buffers as the previous one left them
+ * prepares nothing (counted exactly where the device has USM, where
+ * graphs manage their buffers); the others see every change. The data
+ * and the bytes and copies each buffer moved equal the same steps run
+ * eagerly. */
+static void test_buffers_unchanged(const syrah_device *dev, syrah_queue *q, syrah_queue *other,
+                                   syrah_program *prog) {
+  syrah_kernel *add = kernel(prog, "addv"), *lin = kernel(prog, "lin");
+  static int data[2][2][N], seen[N];
+  syrah_buffer_stats st[2][2];
+  size_t origin[3] = {0, 0, 0}, range[3] = {N, 0, 0};
+  int managed = t_has(dev, SYRAH_ASPECT_USM_DEVICE_ALLOCATIONS), run, i, k, wrong = 0, seen_wrong = 0;
+  if (!add || !lin) return;
+  for (run = 0; run < 2; ++run) {
+    syrah_buffer *b[2] = {NULL, NULL};
+    syrah_graph *g = NULL;
+    syrah_graph_exec *x = NULL;
+    syrah_graph_exec_stats gs;
+    syrah_host_accessor *ha = NULL;
+    int *hp = NULL, expect_a = 0;
+    /* Submits the step `n` times on `on` (as a graph in run 1). */
+#define STEPS(on, n)                                                                          \
+  for (k = 0; k < (n); ++k) {                                                                 \
+    EXPECT_OK(run ? syrah_queue_submit_graph(on, x, NULL, 0, NULL) : step_three(on, add, lin, b[0], b[1])); \
+    expect_a += 4;                                                                            \
+  }
+    for (i = 0; i < N; ++i) {
+      data[run][0][i] = i;
+      data[run][1][i] = -1;
+    }
+    for (k = 0; k < 2; ++k) {
+      syrah_buffer_desc desc = t_desc1(N, data[run][k], SYRAH_HOST_WRITE_BACK);
+      REQUIRE_OK(syrah_buffer_create(&desc, &b[k]));
+    }
+    if (run == 1) {
+      EXPECT_OK(syrah_queue_begin_recording(q));
+      EXPECT_OK(step_three(q, add, lin, b[0], b[1]));
+      REQUIRE_OK(syrah_queue_end_recording(q, &g));
+      REQUIRE_OK(syrah_graph_finalize(g, &x));
+    }
+    STEPS(q, 3);
+    EXPECT_OK(syrah_buffer_read(b[1], origin, range, seen));
+    for (i = 0; i < N; ++i) seen_wrong += seen[i] != (i + expect_a - 3) * 2 + 5;
+    STEPS(q, 2);
+    EXPECT_OK(t_launch_rw(q, add, b[0], N, 10, NULL));
+    expect_a += 10;
+    STEPS(q, 2);
+    EXPECT_OK(syrah_buffer_host_access(b[0], SYRAH_ACCESS_READ_WRITE, NULL, NULL, &ha, (void **)&hp));
+    if (hp) {
+      seen_wrong += hp[7] != 7 + expect_a;
+      for (i = 0; i < N; ++i) hp[i] -= 100;
+    }
+    expect_a -= 100;
+    if (ha) EXPECT_OK(syrah_host_accessor_release(ha));
+    STEPS(q, 2);
+    STEPS(other, 2);
+    STEPS(q, 1);
+    EXPECT_OK(syrah_queue_wait(other));
+    EXPECT_OK(syrah_queue_wait(q));
+    if (x) {
+      EXPECT_OK(syrah_graph_exec_get_stats(x, &gs));
+      EXPECT_EQ(gs.submissions, 12);
+      /* Prepared: the first; after the read, the eager kernel and the
+       * host write; the first on the other queue and the first back. */
+      if (managed) EXPECT_EQ(gs.buffers_unchanged, 12 - 6);
+    }
+#undef STEPS
+    for (k = 0; k < 2; ++k) {
+      EXPECT_OK(syrah_buffer_get_stats(b[k], &st[run][k]));
+      EXPECT_OK(syrah_buffer_release(b[k]));
+    }
+    if (x) EXPECT_OK(syrah_graph_exec_release(x));
+    if (g) EXPECT_OK(syrah_graph_release(g));
+    for (i = 0; i < N; ++i)
+      wrong += data[run][0][i] != i + expect_a || data[run][1][i] != (i + expect_a - 3) * 2 + 5;
+  }
+  if (!managed) t_skip("graph submissions counted with unchanged buffers", "the device has no USM device allocations");
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(seen_wrong, 0);
+  for (k = 0; k < 2; ++k) {
+    EXPECT_EQ(st[1][k].host_to_device_bytes, st[0][k].host_to_device_bytes);
+    EXPECT_EQ(st[1][k].device_to_host_bytes, st[0][k].device_to_host_bytes);
+    EXPECT_EQ(st[1][k].host_to_device_copies, st[0][k].host_to_device_copies);
+    EXPECT_EQ(st[1][k].device_to_host_copies, st[0][k].device_to_host_copies);
+  }
+  syrah_kernel_release(add);
+  syrah_kernel_release(lin);
+}
+
 enum { THREADS = 4, SUBMITS = 25 };
 
 typedef struct {
@@ -638,6 +750,8 @@ static void per_device(const syrah_device *dev) {
   test_threads(ooo, prog);
   test_pages_moved_between_replays(q, prog);
   test_pages_moved_between_replays(ooo, prog);
+  test_buffers_unchanged(dev, q, ooo, prog);
+  test_buffers_unchanged(dev, ooo, q, prog);
   syrah_program_release(prog);
   syrah_queue_release(ooo);
   syrah_queue_release(q);

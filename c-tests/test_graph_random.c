@@ -1,7 +1,8 @@
 /* A seeded, randomised checker of command graphs against a CPU model: a
  * random graph of kernels over buffers (accessors, every write mode),
  * kernels, copies and fills on device USM (chained through their events)
- * and host tasks is recorded on an in-order or out-of-order queue,
+ * and host tasks, or (one run in three) a chain of kernels on buffers, is
+ * recorded on an in-order or out-of-order queue,
  * finalised, then submitted several times with eager commands of the same
  * kinds, argument updates (a value, a USM pointer) and reads between the
  * submissions. Every buffer and allocation is compared word for word with
@@ -211,6 +212,8 @@ static int compare_all(env *e, const char *when) {
 }
 
 static int steps = 24;
+/* Submissions made, and those that found their buffers unchanged. */
+static unsigned long long submissions_total, unchanged_total;
 
 static void env_close(env *e) {
   int j;
@@ -268,7 +271,7 @@ static int env_open(env *e, const syrah_device *d, uint64_t seed) {
  * graph, an eager command, an argument update, or a read of everything). */
 static int random_run(env *e) {
   op nodes[MAX_NODES];
-  int nn = 3 + (int)below(MAX_NODES - 2), i, s, ok = 1, failures = t_failures;
+  int nn = 3 + (int)below(MAX_NODES - 2), i, s, ok = 1, failures = t_failures, chain_of_buffers;
   syrah_graph *g = NULL;
   syrah_graph_exec *x = NULL;
   syrah_event *chain = NULL;
@@ -277,8 +280,23 @@ static int random_run(env *e) {
     T_FAIL("%s: begin recording: %s", e->name, syrah_last_error_message());
     return 0;
   }
+  /* One graph in three is a chain of kernels on buffers, each reading what
+   * the one before wrote: the graph enqueues such a chain itself and
+   * manages its buffers, and a submission that finds them as the last one
+   * left them prepares nothing. */
+  chain_of_buffers = rnd() % 3 == 0;
   for (i = 0; i < nn; ++i) {
     nodes[i] = random_op(e, i);
+    if (chain_of_buffers) {
+      nodes[i].k = BUF_KERNEL;
+      if (i > 0) {
+        nodes[i].src = nodes[i - 1].dst;
+        nodes[i].so = nodes[i - 1].dof;
+        nodes[i].len = nodes[i - 1].len;
+      }
+      while (nodes[i].dst == nodes[i].src) nodes[i].dst = (int)below(NB);
+      if (nodes[i].dof + nodes[i].len > N) nodes[i].dof = below(N - nodes[i].len + 1);
+    }
     if (submit_op(e, &nodes[i], &chain) != SYRAH_SUCCESS) {
       T_FAIL("%s: recording node %d (kind %d): %s", e->name, i, (int)nodes[i].k, syrah_last_error_message());
       ok = 0;
@@ -354,6 +372,12 @@ static int random_run(env *e) {
   }
   snprintf(when, sizeof when, "at the end (%d nodes, %d steps)", nn, steps);
   ok &= compare_all(e, when);
+  {
+    syrah_graph_exec_stats gs;
+    EXPECT_OK(syrah_graph_exec_get_stats(x, &gs));
+    unchanged_total += gs.buffers_unchanged;
+    submissions_total += gs.submissions;
+  }
   EXPECT_OK(syrah_graph_exec_release(x));
   EXPECT_OK(syrah_graph_release(g));
   return ok && failures == t_failures;
@@ -380,8 +404,12 @@ static t_checker checker = {"test_graph_random", "SYRAH_GRAPH_RANDOM", 0, one_ru
 
 int main(int argc, char **argv) {
   uint64_t first_seed;
+  int rc;
   bool stress = t_checker_args(&checker, argc, argv, 24, 60, MAX_STEPS, &first_seed);
   steps = checker.steps;
   /* A few seeds per device: each draws its queue's kind and its graph. */
-  return t_checker_main(&checker, stress, first_seed, 4, NULL, NULL);
+  rc = t_checker_main(&checker, stress, first_seed, 4, NULL, NULL);
+  printf("test_graph_random: %llu graph submissions, %llu of them with their buffers unchanged\n", submissions_total,
+         unchanged_total);
+  return rc;
 }

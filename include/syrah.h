@@ -280,6 +280,13 @@ typedef struct {
    (one per copy updated; see `SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE`).
    */
   uint64_t command_buffer_updates;
+  /*
+   Submissions that found every buffer the graph enqueues its kernels
+   on as the graph's previous submission to the same queue left it
+   (nothing else accessed, moved or freed it since), and so looked for
+   no conflicts and moved no data.
+   */
+  uint64_t buffers_unchanged;
 } syrah_graph_exec_stats;
 
 /*

@@ -31,7 +31,8 @@ class executable_graph {
     check(syrah_graph_exec_get_backend(h_.get(), &b));
     return static_cast<graph_backend>(b);
   }
-  /// Submissions made, command-buffers recorded and updates applied in place.
+  /// Submissions made, command-buffers recorded, updates applied in place, and
+  /// submissions that found their buffers unchanged.
   syrah_graph_exec_stats stats() const {
     syrah_graph_exec_stats s{};
     check(syrah_graph_exec_get_stats(h_.get(), &s));

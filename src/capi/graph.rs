@@ -322,6 +322,11 @@ pub struct syrah_graph_exec_stats {
     /// Argument updates applied in place to recorded command-buffers
     /// (one per copy updated; see `SYRAH_DEVICE_INFO_GRAPH_UPDATES_IN_PLACE`).
     pub command_buffer_updates: u64,
+    /// Submissions that found every buffer the graph enqueues its kernels
+    /// on as the graph's previous submission to the same queue left it
+    /// (nothing else accessed, moved or freed it since), and so looked for
+    /// no conflicts and moved no data.
+    pub buffers_unchanged: u64,
 }
 
 /// Reads what `exec`'s submissions did so far.
@@ -339,6 +344,7 @@ pub unsafe extern "C" fn syrah_graph_exec_get_stats(
             submissions: s.submissions,
             command_buffer_recordings: s.command_buffer_recordings,
             command_buffer_updates: s.command_buffer_updates,
+            buffers_unchanged: s.buffers_unchanged,
         };
         // SAFETY: checked non-null.
         unsafe { out(out_stats, v, "out_stats") }

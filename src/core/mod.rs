@@ -1,10 +1,11 @@
 //! Pure logic with no OpenCL calls: selection, aspects, allocation
 //! registry, launch checks, fill planning, staging plans, page maps,
-//! dependency tracking, lane order, trace text, copies around the
+//! dependency tracking, counted locks, lane order, trace text, copies around the
 //! caches and how long threads spin.
 
 pub mod aspects;
 pub mod cl_status;
+pub mod counted;
 pub mod deps;
 pub mod error;
 pub mod fill;

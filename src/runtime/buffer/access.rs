@@ -199,24 +199,31 @@ impl Queue {
     }
 
     /// Records a command that used prepared accessors, with or without its
-    /// event.
-    pub fn commit_submitted(&self, prepared: &[Prepared], done: &Submitted) {
-        if prepared.is_empty() {
-            return;
-        }
-        let (token, lane) = match done {
-            Submitted::Event(e) => (Token::Cmd(e.clone()), e.lane.load(Ordering::Acquire)),
-            Submitted::Quiet(p) => (Token::Lane(p.clone()), p.lane),
-        };
-        for p in prepared {
-            let mut st = p.storage.state.lock();
-            record(&mut st, p.pages, p.write, token.clone(), lane, p.alloc);
-            if p.write {
-                st.bits.write_box(&p.storage.geom, p.alloc, &p.pages);
-                st.has_data = true;
-            }
-        }
+    /// event; returns each accessor's storage's count of changes after
+    /// (see [`record_access`]).
+    pub fn commit_submitted(&self, prepared: &[Prepared], done: &Submitted) -> SmallVec<[u64; 2]> {
+        prepared
+            .iter()
+            .map(|p| record_access(&p.storage, p.pages, p.write, p.alloc, done))
+            .collect()
     }
+}
+
+/// Records that command `done` accessed `pages` of `s` through allocation
+/// `alloc`, writing or not; returns the count of changes of the storage's
+/// state after (see `Counted`).
+pub fn record_access(s: &Storage, pages: Box3, write: bool, alloc: usize, done: &Submitted) -> u64 {
+    let (token, lane) = match done {
+        Submitted::Event(e) => (Token::Cmd(e.clone()), e.lane.load(Ordering::Acquire)),
+        Submitted::Quiet(p) => (Token::Lane(p.clone()), p.lane),
+    };
+    let mut st = s.state.lock();
+    record(&mut st, pages, write, token, lane, alloc);
+    if write {
+        st.bits.write_box(&s.geom, alloc, &pages);
+        st.has_data = true;
+    }
+    st.changes()
 }
 
 /// What a command over these storages keeps alive until it completes.

@@ -7,6 +7,7 @@ use super::storage::{
     RELEASED_ALIVE,
 };
 use super::transfer::{fetch_now, PRUNE_MIN};
+use crate::core::counted::Counted;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::page_maps::PageMaps;
@@ -53,7 +54,7 @@ impl Buffer {
             allocator: Mutex::new(allocator),
             orphaned: AtomicBool::new(false),
             turn: <parking_lot::RawMutex as parking_lot::lock_api::RawMutex>::INIT,
-            state: Mutex::new(State {
+            state: Counted::new(State {
                 host: HostMem::None,
                 bits: PageMaps::new(&geom),
                 devs: Vec::new(),

@@ -20,10 +20,12 @@ mod transfer;
 mod window;
 
 pub use access::{
-    held_storages, AccessReq, AccessReqs, HostAccessor, HostPrepared, Prepared, PreparedList,
+    held_storages, record_access, AccessReq, AccessReqs, HostAccessor, HostPrepared, Prepared,
+    PreparedList,
 };
 pub use alloc::views_work;
 pub use handle::native_of;
+pub(crate) use storage::take_turns;
 pub use storage::{
     Allocator, Buffer, BufferDesc, Deps, Mode, Owner, Ownership, Stats, Storage, Turn,
 };

@@ -5,6 +5,7 @@
 
 use super::host_blocks;
 use crate::backend::MemH;
+use crate::core::counted::Counted;
 use crate::core::deps::Tracker;
 use crate::core::error::{Error, Result, Status};
 use crate::core::page_maps::PageMaps;
@@ -257,7 +258,7 @@ pub struct Storage {
     /// the command is enqueued). Taken before `state`, in storage id order.
     /// Inline, so that it shares the storage's cache lines.
     pub(crate) turn: parking_lot::RawMutex,
-    pub(crate) state: Mutex<State>,
+    pub(crate) state: Counted<State>,
     pub geom: Geometry,
     /// Taken (and its release called) once the memory is freed.
     pub(crate) allocator: Mutex<Option<Arc<Allocator>>>,
@@ -281,6 +282,11 @@ impl Storage {
     pub(crate) fn take_turn(self: &Arc<Self>) -> Turn {
         self.turn.lock();
         Turn(self.clone())
+    }
+
+    /// How many times the state was opened for change (see `Counted`).
+    pub(crate) fn changes(&self) -> u64 {
+        self.state.lock().changes()
     }
 
     /// The storage's turn, if no one holds it.

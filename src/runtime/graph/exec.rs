@@ -3,16 +3,17 @@
 //! back end chosen for the device, and argument updates between replays.
 
 use super::cmdbuf::Pool;
-use super::managed::{accessor_pointers, plan_buffers, Base, Managed};
+use super::managed::{self, accessor_pointers, plan_buffers, Base, Managed};
+use super::unchanged::{Memo, Prep};
 use super::{Action, Graph, NodeArg};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::{plan, BackendChooser, NodeKind, Plan, PlanNode};
-use crate::runtime::buffer::Storage;
+use crate::runtime::buffer::{Deps, Storage};
 use crate::runtime::event::Event;
 use crate::runtime::launch::{set_args, Arg};
 use crate::runtime::program::{Kernel, Program};
 use crate::runtime::queue::open_lane;
-use crate::runtime::queue::Held;
+use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::any::Any;
@@ -57,6 +58,9 @@ pub struct ExecStats {
     pub command_buffer_recordings: u64,
     /// Argument updates applied in place to recorded command-buffers.
     pub command_buffer_updates: u64,
+    /// Submissions that found the buffers the graph manages as its
+    /// previous submission left them, and prepared nothing.
+    pub buffers_unchanged: u64,
 }
 
 /// How the last submission of a graph ended.
@@ -109,6 +113,9 @@ pub struct ExecGraph {
     pub(crate) pool: Mutex<Pool>,
     /// Submissions made.
     pub(crate) submitted: std::sync::atomic::AtomicU64,
+    /// What the last submission that prepared the managed buffers left
+    /// (used under `turn`).
+    pub(crate) unchanged: Memo,
     /// Held for a whole submission (one replay at a time) and for argument
     /// updates; holds the end event of the last submission, which the next
     /// one follows.
@@ -216,6 +223,7 @@ impl ExecGraph {
             backend,
             pool: Mutex::new(Pool::default()),
             submitted: Default::default(),
+            unchanged: Memo::default(),
             turn: Mutex::new(None),
             graph: graph.clone(),
         };
@@ -372,6 +380,31 @@ impl ExecGraph {
         Ok(())
     }
 
+    /// The managed buffers for a submission to `q` (holding `turn`): as
+    /// the last submission left them, or prepared (conflicts outside the
+    /// graph added to `waits`, or with `on_lanes` their places on the
+    /// queue's lanes; outdated pages moved; the kernels pointed at them).
+    pub(crate) fn prepare_buffers(
+        &self,
+        q: &Queue,
+        waits: &mut Deps,
+        on_lanes: Option<&mut LanePositions>,
+    ) -> Result<Prep> {
+        if !self.managed.is_empty() {
+            if let Some(same) = self.unchanged.same(q) {
+                return Ok(same);
+            }
+        }
+        let b = managed::prepare(&self.graph, &self.managed, q, waits, on_lanes)?;
+        self.point_accessors(&b.bases)?;
+        Ok(Prep::New(b))
+    }
+
+    /// Records submission `done` of the buffers `prep` gave.
+    pub(crate) fn commit_buffers(&self, q: &Queue, prep: Prep, done: &Submitted) {
+        self.unchanged.commit(q, prep, done);
+    }
+
     /// What this graph's submissions did so far.
     pub fn stats(&self) -> ExecStats {
         let pool = self.pool.lock();
@@ -379,6 +412,7 @@ impl ExecGraph {
             submissions: self.submitted.load(Ordering::Relaxed),
             command_buffer_recordings: pool.recorded,
             command_buffer_updates: pool.updated,
+            buffers_unchanged: self.unchanged.found(),
         }
     }
 

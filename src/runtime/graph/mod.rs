@@ -1,8 +1,9 @@
 //! Command graphs: commands recorded once from a queue (`record`), a
 //! finalized graph's replay plan, its private kernels and command-buffers
-//! (`exec`, `cmdbuf`), the buffers it manages itself (`managed`), and its
-//! submission to a queue any number of times (`replay`, and `onlane` for
-//! a chain of kernels).
+//! (`exec`, `cmdbuf`), the buffers it manages itself (`managed`, and
+//! `unchanged` for submissions that find them as the last one left them),
+//! and its submission to a queue any number of times (`replay`, and
+//! `onlane` for a chain of kernels).
 //!
 //! A kernel node is enqueued by the graph itself when its buffers, if it
 //! has any, are used by such nodes only and the device has USM: its own
@@ -22,6 +23,7 @@ mod managed;
 mod onlane;
 mod record;
 mod replay;
+mod unchanged;
 
 pub use exec::{Backend, ExecGraph, ExecStats};
 pub use record::{recording_of, recording_using, Recording};

@@ -10,7 +10,6 @@
 //! own.
 
 use super::exec::{ExecGraph, Last};
-use super::managed;
 use crate::backend::{EventH, QueueH};
 use crate::core::error::{Error, Result, Status};
 use crate::core::graph::NodeKind;
@@ -109,21 +108,34 @@ impl ExecGraph {
             Some(Last::Queue(Submitted::Quiet(p))) => on_lanes.push(p.clone()),
             _ => {}
         }
-        let buffers = managed::prepare(
-            &self.graph,
-            &self.managed,
-            q,
-            &mut waits,
-            Some(&mut on_lanes),
-        )?;
-        self.point_accessors(&buffers.bases)?;
-        let want = want_event || buffers.prepared.iter().any(|p| p.eventful);
-        let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
+        let buffers = self.prepare_buffers(q, &mut waits, Some(&mut on_lanes))?;
+        let want = want_event || buffers.eventful();
+        let keep = self.kept(buffers.storages());
+        let done = self.enqueue_command(q, &waits, &on_lanes, keep, want, recorded, enqueue)?;
+        self.commit_buffers(q, buffers, &done);
+        *turn = Some(Last::Queue(done.clone()));
+        Ok(done)
+    }
+
+    /// Puts the graph onto a lane of `q` through the queue's path for
+    /// commands without events, timing it while the back-end chooser
+    /// compares (`recorded`: the command-buffer ran).
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_command(
+        self: &Arc<Self>,
+        q: &Arc<Queue>,
+        waits: &Deps,
+        on_lanes: &LanePositions,
+        keep: crate::runtime::queue::Held,
+        want: bool,
+        recorded: bool,
+        enqueue: impl FnOnce(QueueH, &[EventH], Option<&mut EventH>) -> Result<()>,
+    ) -> Result<Submitted> {
         // The clock is read only while the chooser still compares.
         let started = self.choosing().then(std::time::Instant::now);
         let done = q.submit_quiet(
-            &waits,
-            &on_lanes,
+            waits,
+            on_lanes,
             || self.what.clone(),
             Some(keep),
             want,
@@ -133,8 +145,6 @@ impl ExecGraph {
             let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
             self.timed(recorded, ns);
         }
-        q.commit_submitted(&buffers.prepared, &done);
-        *turn = Some(Last::Queue(done.clone()));
         Ok(done)
     }
 }

@@ -4,7 +4,6 @@
 //! tracks like any command's.
 
 use super::exec::{args_of, Backend, ExecGraph, Last};
-use super::managed;
 use super::{Action, Node};
 use crate::backend::{EventH, QueueH, RecNode};
 use crate::core::error::{Error, Result, Status};
@@ -110,9 +109,8 @@ impl ExecGraph {
         // The managed buffers' one access each: what conflicts with it
         // outside the graph, and the transfers of outdated pages.
         let mut waits = Deps::new();
-        let buffers = managed::prepare(g, &self.managed, q, &mut waits, None)?;
+        let buffers = self.prepare_buffers(q, &mut waits, None)?;
         ext.extend(waits);
-        self.point_accessors(&buffers.bases)?;
         if q.in_order {
             ext.extend(q.tails()?);
         } else if let Some(b) = q.lanes.lock().barrier.clone() {
@@ -169,8 +167,8 @@ impl ExecGraph {
         if buffered.is_some() {
             self.pool.lock().ran_last(Submitted::Event(end.clone()));
         }
-        q.commit_submitted(&buffers.prepared, &Submitted::Event(end.clone()));
-        let keep = self.kept(buffers.prepared.iter().map(|p| &p.storage));
+        let keep = self.kept(buffers.storages());
+        self.commit_buffers(q, buffers, &Submitted::Event(end.clone()));
         q.track(end.clone(), Some(keep));
         if q.in_order {
             q.order_after(&end);
