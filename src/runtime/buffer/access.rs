@@ -204,22 +204,31 @@ impl Queue {
     pub fn commit_submitted(&self, prepared: &[Prepared], done: &Submitted) -> SmallVec<[u64; 2]> {
         prepared
             .iter()
-            .map(|p| record_access(&p.storage, p.pages, p.write, p.alloc, done))
+            .map(|p| record_access(&p.storage, p.pages, p.write, p.alloc, done, true))
             .collect()
     }
 }
 
 /// Records that command `done` accessed `pages` of `s` through allocation
-/// `alloc`, writing or not; returns the count of changes of the storage's
-/// state after (see `Counted`).
-pub fn record_access(s: &Storage, pages: Box3, write: bool, alloc: usize, done: &Submitted) -> u64 {
+/// `alloc`, writing or not, and (with `bits`) marks the pages it writes
+/// current there alone; returns the count of changes of the storage's
+/// state after (see `Counted`). Without `bits` the caller knows the page
+/// bits already say so (the same access recorded with nothing between).
+pub fn record_access(
+    s: &Storage,
+    pages: Box3,
+    write: bool,
+    alloc: usize,
+    done: &Submitted,
+    bits: bool,
+) -> u64 {
     let (token, lane) = match done {
         Submitted::Event(e) => (Token::Cmd(e.clone()), e.lane.load(Ordering::Acquire)),
         Submitted::Quiet(p) => (Token::Lane(p.clone()), p.lane),
     };
     let mut st = s.state.lock();
     record(&mut st, pages, write, token, lane, alloc);
-    if write {
+    if write && bits {
         st.bits.write_box(&s.geom, alloc, &pages);
         st.has_data = true;
     }

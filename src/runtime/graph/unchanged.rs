@@ -103,10 +103,11 @@ impl Unchanged {
     }
 
     /// Records submission `done` of the storages found `ready`, noting
-    /// their counts of changes after.
+    /// their counts of changes after. Their page bits already say what
+    /// the access leaves: the last submission's same access set them.
     pub(crate) fn record(&mut self, ready: &Ready, done: &Submitted) {
         for (s, n) in ready.storages.iter().zip(self.noted.iter_mut()) {
-            n.changes = record_access(s, n.pages, n.write, n.alloc, done);
+            n.changes = record_access(s, n.pages, n.write, n.alloc, done, false);
         }
     }
 }
