@@ -1,8 +1,8 @@
 /* A seeded, randomised checker of command graphs against a CPU model: a
  * random graph of kernels over buffers (accessors, every write mode),
  * kernels, copies and fills on device USM (chained through their events)
- * and host tasks, or (one run in three) a chain of kernels on buffers, is
- * recorded on an in-order or out-of-order queue,
+ * and host tasks, or (one run in four each) kernels on buffers only or a
+ * chain of them, is recorded on an in-order or out-of-order queue,
  * finalised, then submitted several times with eager commands of the same
  * kinds, argument updates (a value, a USM pointer) and reads between the
  * submissions. Every buffer and allocation is compared word for word with
@@ -271,7 +271,7 @@ static int env_open(env *e, const syrah_device *d, uint64_t seed) {
  * graph, an eager command, an argument update, or a read of everything). */
 static int random_run(env *e) {
   op nodes[MAX_NODES];
-  int nn = 3 + (int)below(MAX_NODES - 2), i, s, ok = 1, failures = t_failures, chain_of_buffers;
+  int nn = 3 + (int)below(MAX_NODES - 2), i, s, ok = 1, failures = t_failures, chain_of_buffers, kernels_only;
   syrah_graph *g = NULL;
   syrah_graph_exec *x = NULL;
   syrah_event *chain = NULL;
@@ -280,15 +280,22 @@ static int random_run(env *e) {
     T_FAIL("%s: begin recording: %s", e->name, syrah_last_error_message());
     return 0;
   }
-  /* One graph in three is a chain of kernels on buffers, each reading what
-   * the one before wrote: the graph enqueues such a chain itself and
-   * manages its buffers, and a submission that finds them as the last one
-   * left them prepares nothing. */
-  chain_of_buffers = rnd() % 3 == 0;
+  /* One graph in four is a chain of kernels on buffers, each reading what
+   * the one before wrote, and one in four kernels on buffers only: the
+   * graph enqueues such kernels itself (as one command, or over lanes of
+   * its own) and manages their buffers, and a submission that finds them
+   * as the last one left them prepares nothing. */
+  kernels_only = rnd() % 2 == 0;
+  chain_of_buffers = kernels_only && rnd() % 2 == 0;
   for (i = 0; i < nn; ++i) {
     nodes[i] = random_op(e, i);
-    if (chain_of_buffers) {
+    if (kernels_only && nodes[i].k != BUF_KERNEL) {
       nodes[i].k = BUF_KERNEL;
+      nodes[i].src %= NB;
+      nodes[i].dst %= NB;
+      while (nodes[i].dst == nodes[i].src) nodes[i].dst = (int)below(NB);
+    }
+    if (chain_of_buffers) {
       if (i > 0) {
         nodes[i].src = nodes[i - 1].dst;
         nodes[i].so = nodes[i - 1].dof;
