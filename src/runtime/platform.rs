@@ -97,6 +97,14 @@ pub struct Device {
     /// `SYRAH_READS_HOME=blocking` or `queued` says so for any OpenCL
     /// device).
     pub reads_home_blocking: bool,
+    /// Whether an out-of-order queue spreads independent commands over its
+    /// lanes even while the device finishes each before the next comes
+    /// (CPU devices, whose drivers run each queue's commands one at a time
+    /// on its cores, and the CUDA back end). Elsewhere such commands stay
+    /// on the first lane until the device falls behind
+    /// (`Queue::first_lane_takes`). `SYRAH_SPREAD=always` or `busy` says
+    /// so for any OpenCL device.
+    pub spread_always: bool,
     /// Whether each command is flushed as it is enqueued, so that it
     /// starts. Not on NVIDIA's OpenCL, which starts every command as it is
     /// enqueued (behind unflushed commands and user events too) and charges
@@ -457,6 +465,9 @@ fn load_device(
         forced(&HOST_READS, "SYRAH_HOST_READS", "early", "late").unwrap_or(nvidia);
     let reads_home_blocking =
         forced(&READS_HOME, "SYRAH_READS_HOME", "blocking", "queued").unwrap_or(nvidia);
+    static SPREAD: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let spread_always =
+        forced(&SPREAD, "SYRAH_SPREAD", "always", "busy").unwrap_or(kind == DeviceKind::Cpu);
     let flush_each = flush_each_setting() || !vendor.contains("NVIDIA");
     let base_align = if vendor.contains("NVIDIA") {
         0
@@ -500,6 +511,7 @@ fn load_device(
         staging,
         reads_host_early,
         reads_home_blocking,
+        spread_always,
         flush_each,
         kernel_offsets,
         routes: Default::default(),
@@ -636,6 +648,7 @@ fn cuda_device(
         reads_host_early: false,
         // Its copies into ordinary memory are landed by Syrah's own threads.
         reads_home_blocking: false,
+        spread_always: true,
         // A CUDA stream has nothing to flush.
         flush_each: false,
         kernel_offsets: false,

@@ -1,7 +1,8 @@
 //! Lanes: opening the in-order OpenCL queues a queue spreads its commands
-//! over, and what a lane knows of the commands on it.
+//! over, what a lane knows of the commands on it, and whether the device
+//! keeps up with them.
 
-use super::state::{GroupLane, Held, Keep, Lane, LanePos, Queue, LANES, POINTS};
+use super::state::{GroupLane, Held, Keep, Lane, LanePos, Lanes, Queue, LANES, POINTS};
 use crate::backend::QueueH;
 use crate::core::error::Result;
 use crate::runtime::context::Context;
@@ -115,6 +116,68 @@ impl Lane {
         let keep = (!kept.is_empty()).then_some(Held::List(kept));
         (keep, std::mem::take(&mut self.quiet_deps))
     }
+}
+
+/// Commands without events between two looks at whether the device keeps
+/// up (see [`Queue::first_lane_takes`]).
+const LOOK_EVERY: u32 = 64;
+
+impl Queue {
+    /// Whether a command without an event that follows the places `last`
+    /// (lane id, place) goes on the first lane: on a device that spreads
+    /// commands only while busy (`Device::spread_always` off), while the
+    /// device kept up when last looked at, and when every place on another
+    /// lane is known to have finished. Those places are then taken out of
+    /// `last`. Spreading work over lanes buys no overlap while the device
+    /// finishes each command before the next comes, and some drivers
+    /// charge for every change of queue (NVIDIA's OpenCL).
+    pub(crate) fn first_lane_takes(&self, last: &mut SmallVec<[(u64, u64); 4]>) -> bool {
+        if self.in_order || self.device.spread_always {
+            return false;
+        }
+        let mut lanes = self.lanes.lock();
+        if !keeping_up(&mut lanes) {
+            return false;
+        }
+        let first = lanes.list[0].id;
+        let done = |&(lane, seq): &(u64, u64)| {
+            lanes
+                .list
+                .iter()
+                .any(|l| l.id == lane && seq <= l.done_through)
+        };
+        if !last.iter().all(|p| p.0 == first || done(p)) {
+            return false;
+        }
+        last.retain(|p| p.0 == first);
+        true
+    }
+}
+
+/// Whether the device kept up with the lanes' commands when last looked
+/// at: every [`LOOK_EVERY`] calls, the newest marker of each lane with
+/// commands after its known end is asked about (one driver question per
+/// such lane), and a marker found finished without error marks its lane
+/// finished up to it.
+fn keeping_up(lanes: &mut Lanes) -> bool {
+    lanes.since_asked += 1;
+    if lanes.since_asked >= LOOK_EVERY {
+        lanes.since_asked = 0;
+        let mut all = true;
+        for l in lanes.list.iter_mut() {
+            if let Some((seq, ev)) = l.points.back() {
+                if *seq > l.done_through {
+                    if ev.is_done() && ev.known_ok() {
+                        l.done_through = *seq;
+                    } else {
+                        all = false;
+                    }
+                }
+            }
+        }
+        lanes.kept_up = all;
+    }
+    lanes.kept_up
 }
 
 impl Drop for GroupLane<'_> {

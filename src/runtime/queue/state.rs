@@ -137,6 +137,11 @@ pub(crate) struct Lanes {
     /// the barrier: the first command of each lane waits for it, and those
     /// after it on the lane follow that command.
     pub(crate) barrier_on: SmallVec<[u64; 4]>,
+    /// Commands without events since the lanes' newest markers were last
+    /// asked about, and whether the device had finished every one then
+    /// (see `Queue::first_lane_takes`).
+    pub(crate) since_asked: u32,
+    pub(crate) kept_up: bool,
 }
 
 pub(crate) const GROUP_NONE: usize = 0;

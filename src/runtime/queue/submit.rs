@@ -64,6 +64,8 @@ impl Queue {
                 next: 0,
                 barrier: None,
                 barrier_on: SmallVec::new(),
+                since_asked: 0,
+                kept_up: false,
             }),
             timed_lanes,
             transfer,
@@ -265,6 +267,7 @@ impl Queue {
                 }
             }
         }
+        let to_first = self.first_lane_takes(&mut last);
         let mut others: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
         for &(lane, seq) in last.iter().skip(1) {
             others.extend(self.event_at(lane, seq)?.0);
@@ -294,6 +297,7 @@ impl Queue {
                 // Not behind a gated command: the tracked path waits for
                 // the commands followed through the marker before it.
                 (true, false, _, Some(f)) => at(&lanes, f).filter(|&i| lanes.list[i].usable()),
+                (true, false, _, None) if to_first && lanes.list[0].usable() => Some(0),
                 (true, false, _, None) => Some(self.pick_lane(&mut lanes, &all, false)?),
             };
             if let Some(i) = chosen {
