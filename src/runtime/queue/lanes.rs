@@ -10,6 +10,7 @@ use crate::runtime::event::Event;
 use crate::runtime::platform::Device;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl LanePos {
@@ -130,16 +131,26 @@ impl Queue {
     /// lane is known to have finished. Those places are then taken out of
     /// `last`. Spreading work over lanes buys no overlap while the device
     /// finishes each command before the next comes, and some drivers
-    /// charge for every change of queue (NVIDIA's OpenCL).
+    /// charge for every change of queue (NVIDIA's OpenCL). The lanes' lock
+    /// is taken only to look (every [`LOOK_EVERY`] calls) and where a place
+    /// is on another lane.
     pub(crate) fn first_lane_takes(&self, last: &mut SmallVec<[(u64, u64); 4]>) -> bool {
         if self.in_order || self.device.spread_always {
             return false;
         }
-        let mut lanes = self.lanes.lock();
-        if !keeping_up(&mut lanes) {
+        if self.since_asked.fetch_add(1, Ordering::Relaxed) + 1 >= LOOK_EVERY {
+            self.since_asked.store(0, Ordering::Relaxed);
+            let all = keeping_up(&mut self.lanes.lock());
+            self.kept_up.store(all, Ordering::Relaxed);
+        }
+        if !self.kept_up.load(Ordering::Relaxed) {
             return false;
         }
-        let first = lanes.list[0].id;
+        let first = self.first_lane;
+        if last.iter().all(|p| p.0 == first) {
+            return true;
+        }
+        let lanes = self.lanes.lock();
         let done = |&(lane, seq): &(u64, u64)| {
             lanes
                 .list
@@ -149,35 +160,30 @@ impl Queue {
         if !last.iter().all(|p| p.0 == first || done(p)) {
             return false;
         }
+        drop(lanes);
         last.retain(|p| p.0 == first);
         true
     }
 }
 
-/// Whether the device kept up with the lanes' commands when last looked
-/// at: every [`LOOK_EVERY`] calls, the newest marker of each lane with
-/// commands after its known end is asked about (one driver question per
-/// such lane), and a marker found finished without error marks its lane
-/// finished up to it.
+/// Whether every lane's newest marker has finished: each lane with
+/// commands after its known end has that marker asked about (one driver
+/// question per such lane), and a marker found finished without error
+/// marks its lane finished up to it.
 fn keeping_up(lanes: &mut Lanes) -> bool {
-    lanes.since_asked += 1;
-    if lanes.since_asked >= LOOK_EVERY {
-        lanes.since_asked = 0;
-        let mut all = true;
-        for l in lanes.list.iter_mut() {
-            if let Some((seq, ev)) = l.points.back() {
-                if *seq > l.done_through {
-                    if ev.is_done() && ev.known_ok() {
-                        l.done_through = *seq;
-                    } else {
-                        all = false;
-                    }
+    let mut all = true;
+    for l in lanes.list.iter_mut() {
+        if let Some((seq, ev)) = l.points.back() {
+            if *seq > l.done_through {
+                if ev.is_done() && ev.known_ok() {
+                    l.done_through = *seq;
+                } else {
+                    all = false;
                 }
             }
         }
-        lanes.kept_up = all;
     }
-    lanes.kept_up
+    all
 }
 
 impl Drop for GroupLane<'_> {

@@ -137,11 +137,6 @@ pub(crate) struct Lanes {
     /// the barrier: the first command of each lane waits for it, and those
     /// after it on the lane follow that command.
     pub(crate) barrier_on: SmallVec<[u64; 4]>,
-    /// Commands without events since the lanes' newest markers were last
-    /// asked about, and whether the device had finished every one then
-    /// (see `Queue::first_lane_takes`).
-    pub(crate) since_asked: u32,
-    pub(crate) kept_up: bool,
 }
 
 pub(crate) const GROUP_NONE: usize = 0;
@@ -217,6 +212,13 @@ pub struct Queue {
     /// What a copy from ordinary host memory waits for on the host, on a
     /// device that reads such memory early (see `hazards`).
     pub(crate) host_hazards: Mutex<Vec<Arc<Event>>>,
+    /// The id of the first lane (made with the queue, never removed).
+    pub(crate) first_lane: u64,
+    /// Commands without events since the lanes' newest markers were last
+    /// asked about, and whether the device had finished every one then
+    /// (see `Queue::first_lane_takes`): read without the lanes' lock.
+    pub(crate) since_asked: std::sync::atomic::AtomicU32,
+    pub(crate) kept_up: std::sync::atomic::AtomicBool,
 }
 
 impl Queue {

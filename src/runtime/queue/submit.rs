@@ -55,17 +55,16 @@ impl Queue {
         let timed = crate::runtime::trace::timing() && device.profiling;
         let timed_lanes = profiling || timed;
         let transfer = transfer && !timed_lanes;
-        let first = open_lane(&ctx, device, timed_lanes, transfer)?;
+        let first = Lane::new(open_lane(&ctx, device, timed_lanes, transfer)?);
+        let first_lane = first.id;
         let q = Arc::new_cyclic(|me| Queue {
             ctx: ctx.clone(),
             device,
             lanes: Mutex::new(Lanes {
-                list: vec![Lane::new(first)],
+                list: vec![first],
                 next: 0,
                 barrier: None,
                 barrier_on: SmallVec::new(),
-                since_asked: 0,
-                kept_up: false,
             }),
             timed_lanes,
             transfer,
@@ -84,6 +83,9 @@ impl Queue {
             group: std::sync::atomic::AtomicUsize::new(GROUP_NONE),
             callbacks: (Mutex::new(0), parking_lot::Condvar::new()),
             host_hazards: Mutex::new(Vec::new()),
+            first_lane,
+            since_asked: Default::default(),
+            kept_up: Default::default(),
         });
         let mut qs = ctx.queues.lock();
         qs.retain(|w| w.strong_count() > 0);
