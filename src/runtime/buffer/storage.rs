@@ -476,22 +476,20 @@ impl Storage {
                 release_arg_mem(driver, MemH(m));
             }
             let rec = d.ctx.registry.lock().remove(d.ptr);
-            match rec {
+            match (rec, d.mem) {
                 // A later buffer of this size on this device reuses it.
-                Ok(record) if d.ptr != 0 => d.ctx.keep_device_alloc(CachedAlloc {
+                (Ok(record), _) if d.ptr != 0 => d.ctx.keep_device_alloc(CachedAlloc {
                     ptr: d.ptr,
                     record,
                     view: d.mem,
                 }),
                 // A plain memory object: a later buffer of this size on
                 // this device reuses it.
-                Err(_) if d.ptr == 0 && d.ctx.buffers_on_mem && d.mem.is_some() => {
-                    if let Some(m) = d.mem {
-                        d.ctx.keep_device_mem(d.device, self.geom.bytes(), m);
-                    }
+                (Err(_), Some(m)) if d.ptr == 0 && d.ctx.buffers_on_mem => {
+                    d.ctx.keep_device_mem(d.device, self.geom.bytes(), m);
                 }
-                _ => {
-                    if let Some(m) = d.mem {
+                (rec, mem) => {
+                    if let Some(m) = mem {
                         // Released once, before any memory under it.
                         release_arg_mem(driver, MemH(m));
                     }

@@ -13,7 +13,7 @@ use crate::runtime::event::Event;
 use crate::runtime::launch::{set_args, Arg};
 use crate::runtime::program::{Kernel, Program};
 use crate::runtime::queue::open_lane;
-use crate::runtime::queue::{Held, LanePositions, Queue, Submitted};
+use crate::runtime::queue::{Held, LanePositions, Queue};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::any::Any;
@@ -114,7 +114,8 @@ pub struct ExecGraph {
     /// Submissions made.
     pub(crate) submitted: std::sync::atomic::AtomicU64,
     /// What the last submission that prepared the managed buffers left
-    /// (used under `turn`).
+    /// (used under `turn`): `prepare_buffers` gives the buffers, and a
+    /// submission records itself through `unchanged.commit`.
     pub(crate) unchanged: Memo,
     /// Held for a whole submission (one replay at a time) and for argument
     /// updates; holds the end event of the last submission, which the next
@@ -398,11 +399,6 @@ impl ExecGraph {
         let b = managed::prepare(&self.graph, &self.managed, q, waits, on_lanes)?;
         self.point_accessors(&b.bases)?;
         Ok(Prep::New(b))
-    }
-
-    /// Records submission `done` of the buffers `prep` gave.
-    pub(crate) fn commit_buffers(&self, q: &Queue, prep: Prep, done: &Submitted) {
-        self.unchanged.commit(q, prep, done);
     }
 
     /// What this graph's submissions did so far.

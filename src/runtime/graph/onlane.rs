@@ -112,7 +112,7 @@ impl ExecGraph {
         let want = want_event || buffers.eventful();
         let keep = self.kept(buffers.storages());
         let done = self.enqueue_command(q, &waits, &on_lanes, keep, want, recorded, enqueue)?;
-        self.commit_buffers(q, buffers, &done);
+        self.unchanged.commit(q, buffers, &done);
         *turn = Some(Last::Queue(done.clone()));
         Ok(done)
     }

@@ -168,7 +168,8 @@ impl ExecGraph {
             self.pool.lock().ran_last(Submitted::Event(end.clone()));
         }
         let keep = self.kept(buffers.storages());
-        self.commit_buffers(q, buffers, &Submitted::Event(end.clone()));
+        self.unchanged
+            .commit(q, buffers, &Submitted::Event(end.clone()));
         q.track(end.clone(), Some(keep));
         if q.in_order {
             q.order_after(&end);
