@@ -11,7 +11,7 @@
 
 use super::managed::PreparedBuffers;
 use crate::core::pages::Box3;
-use crate::runtime::buffer::{record_access, take_turns, PreparedList, Storage, Turn};
+use crate::runtime::buffer::{record_access, take_turns, Prepared, PreparedList, Storage, Turn};
 use crate::runtime::queue::{Queue, Submitted};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -51,25 +51,29 @@ impl Unchanged {
         if prepared.is_empty() || prepared.len() != changes.len() {
             return None;
         }
-        let mut noted: SmallVec<[Noted; 2]> = prepared
+        // In storage id order, one access per storage (a graph manages
+        // each buffer once).
+        let mut order: SmallVec<[(&Prepared, u64); 2]> =
+            prepared.iter().zip(changes.iter().copied()).collect();
+        order.sort_by_key(|(p, _)| p.storage.id);
+        if order
+            .windows(2)
+            .any(|w| w[0].0.storage.id == w[1].0.storage.id)
+        {
+            return None;
+        }
+        let noted = order
             .iter()
-            .zip(changes)
-            .map(|(p, &c)| Noted {
+            .map(|&(p, changes)| Noted {
                 storage: Arc::downgrade(&p.storage),
                 pages: p.pages,
                 write: p.write,
                 alloc: p.alloc,
-                changes: c,
+                changes,
             })
             .collect();
-        let id = |n: &Noted| n.storage.upgrade().map_or(0, |s| s.id);
-        noted.sort_by_key(id);
-        // One access per storage (a graph manages each buffer once).
-        if noted.windows(2).any(|w| id(&w[0]) == id(&w[1])) {
-            return None;
-        }
         Some(Unchanged {
-            queue: q.self_arc().as_ref().map_or_else(Weak::new, Arc::downgrade),
+            queue: q.me.clone(),
             eventful: prepared.iter().any(|p| p.eventful),
             noted,
         })
