@@ -269,13 +269,17 @@ impl Queue {
                 }
             }
         }
-        let to_first = self.first_lane_takes(&mut last);
+        // A command that must be tracked goes where `submit` puts it: the
+        // look at whether the device keeps up (driver questions) is only
+        // for commands that may go without an event.
+        let quiet = !want_event && !self.timed && crate::runtime::trace::tracer().is_none();
+        let to_first = quiet && self.first_lane_takes(&mut last);
         let mut others: SmallVec<[Arc<Event>; 8]> = SmallVec::new();
         for &(lane, seq) in last.iter().skip(1) {
             others.extend(self.event_at(lane, seq)?.0);
         }
         let follow = last.first().map(|&(lane, _)| lane);
-        if !want_event && !self.timed && crate::runtime::trace::tracer().is_none() {
+        if quiet {
             let mut lanes = self.lanes.lock();
             let barrier = lanes.barrier_dep(self.in_order);
             let all: SmallVec<[Arc<Event>; 8]> =
