@@ -288,6 +288,26 @@ static void test_events(const syrah_device *d) {
       EXPECT_ERR(syrah_event_get_profiling(k, SYRAH_PROFILING_END, NULL), SYRAH_ERROR_NULL_ARGUMENT,
                  "out_nanoseconds");
       syrah_event_release(k);
+      /* A command still held back has no stamps yet; once a later command
+       * behind it has completed (waited for, the earlier one not), its
+       * stamps are there and come before the later one's. */
+      {
+        syrah_event *user = NULL, *first = NULL, *second = NULL;
+        uint64_t end1 = 0, start2 = 0;
+        REQUIRE_OK(syrah_user_event_create(f.ctx, &user));
+        EXPECT_OK(syrah_queue_launch(pq, f.inc, &r, args, 1, (const syrah_event *const *)&user, 1, &first));
+        EXPECT_OK(syrah_queue_launch(pq, f.inc, &r, args, 1, (const syrah_event *const *)&first, 1, &second));
+        EXPECT_ERR(syrah_event_get_profiling(first, SYRAH_PROFILING_END, &end1), SYRAH_ERROR_PROFILING_UNAVAILABLE,
+                   "once it has completed");
+        EXPECT_OK(syrah_user_event_complete(user, false));
+        EXPECT_OK(syrah_event_wait(second));
+        EXPECT_OK(syrah_event_get_profiling(first, SYRAH_PROFILING_END, &end1));
+        EXPECT_OK(syrah_event_get_profiling(second, SYRAH_PROFILING_START, &start2));
+        EXPECT_TRUE(end1 > 0 && end1 <= start2);
+        syrah_event_release(second);
+        syrah_event_release(first);
+        syrah_event_release(user);
+      }
       syrah_queue_release(pq);
     } else {
       t_skip("profiling", "the device does not support profiling queues");
