@@ -175,7 +175,7 @@ fn keeping_up(lanes: &mut Lanes) -> bool {
     for l in lanes.list.iter_mut() {
         if let Some((seq, ev)) = l.points.back() {
             if *seq > l.done_through {
-                if ev.is_done() && ev.known_ok() {
+                if ev.completed_ok() {
                     l.done_through = *seq;
                 } else {
                     all = false;
