@@ -584,13 +584,8 @@ impl Event {
             ));
         }
         // Known to have completed (waited for, or vouched for by a later
-        // command of its lane): the status need not be asked first.
-        if self.known_ok() {
-            if let Ok(t) = self.driver.timestamp(self.handle, which) {
-                return Ok(t);
-            }
-        }
-        if self.raw_status()? != backend::COMPLETE {
+        // command of its lane): the status need not be asked.
+        if !self.known_ok() && self.raw_status()? != backend::COMPLETE {
             return Err(Error::new(
                 Status::ProfilingUnavailable,
                 format!(
