@@ -133,12 +133,14 @@ impl Prep {
         }
     }
 
-    /// The storages the submission accesses.
-    pub(crate) fn storages(&self) -> Box<dyn Iterator<Item = &Arc<Storage>> + '_> {
-        match self {
-            Prep::Same(r, _) => Box::new(r.storages.iter()),
-            Prep::New(b) => Box::new(b.prepared.iter().map(|p| &p.storage)),
-        }
+    /// The storages the submission accesses (one of the two sources is
+    /// empty: nothing is allocated on the submission path).
+    pub(crate) fn storages(&self) -> impl Iterator<Item = &Arc<Storage>> + '_ {
+        let (same, new) = match self {
+            Prep::Same(r, _) => (Some(r.storages.iter()), None),
+            Prep::New(b) => (None, Some(b.prepared.iter().map(|p| &p.storage))),
+        };
+        same.into_iter().flatten().chain(new.into_iter().flatten())
     }
 }
 
