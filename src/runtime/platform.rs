@@ -468,8 +468,8 @@ fn load_device(
     static SPREAD: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     let spread_always =
         forced(&SPREAD, "SYRAH_SPREAD", "always", "busy").unwrap_or(kind == DeviceKind::Cpu);
-    let flush_each = flush_each_setting() || !vendor.contains("NVIDIA");
-    let base_align = if vendor.contains("NVIDIA") {
+    let flush_each = flush_each_setting() || !nvidia;
+    let base_align = if nvidia {
         0
     } else {
         (info::device_scalar_or::<cl_uint>(api, id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, 1024) as usize
