@@ -203,34 +203,32 @@ impl OwnedArg {
 }
 
 /// A call that answers nothing and costs the driver little, queued
-/// without a job of its own: the thread makes it before the next job, or
-/// when it has nothing else to do.
+/// without a job of its own, in order with the jobs.
 pub enum Small {
     SetArg(KernelH, UsmStrategy, u32, OwnedArg),
     Retain(MemH),
     Release(MemH),
 }
 
-/// What waits for the thread: jobs, each after the small calls queued
-/// before it, and the small calls queued since the last job.
-#[derive(Default)]
-struct Pending {
-    jobs: VecDeque<(u64, Vec<Small>, Job)>,
-    small: Vec<Small>,
+/// What the thread runs: a small call or a job.
+enum Item {
+    Small(Small),
+    Job(Job),
 }
 
 /// The submission thread's queue and what it has done.
 pub struct Line {
-    jobs: Mutex<Pending>,
+    /// Items not yet taken by the thread, each with its number.
+    items: Mutex<VecDeque<(u64, Item)>>,
     wake: Condvar,
     asleep: AtomicBool,
-    /// Jobs queued so far (the last one's number).
+    /// Items queued so far (the last one's number).
     pushed: AtomicU64,
-    /// Jobs run so far.
+    /// Items run so far (the last one's number).
     done: AtomicU64,
     idle: Mutex<()>,
     ran: Condvar,
-    /// The first job a caller sleeps until (u64::MAX: none sleeps).
+    /// The first item a caller sleeps until (u64::MAX: none sleeps).
     awaited: AtomicU64,
     /// Per queue: the failure of a command without an event, not yet
     /// reported by an event of that queue.
@@ -247,7 +245,7 @@ impl Line {
     /// thread cannot be started.
     pub fn start(inner: &'static dyn Driver) -> Option<&'static Line> {
         let line: &'static Line = Box::leak(Box::new(Line {
-            jobs: Mutex::new(Pending::default()),
+            items: Mutex::new(VecDeque::new()),
             wake: Condvar::new(),
             asleep: AtomicBool::new(false),
             pushed: AtomicU64::new(0),
@@ -266,18 +264,18 @@ impl Line {
             .map(|_| line)
     }
 
-    /// Queues the job `make` returns given its number; returns the number.
-    /// A caller [`BACKLOG`] jobs ahead of the thread first waits until it
-    /// is half as far ahead (the thread's calls never wait for a caller).
-    pub fn push(&self, make: impl FnOnce(u64) -> Job) -> u64 {
+    /// Queues the item `make` returns given its number; returns the
+    /// number. A caller [`BACKLOG`] items ahead of the thread first waits
+    /// until it is half as far ahead (the thread's own calls never wait:
+    /// it would wait for itself).
+    fn enqueue(&self, make: impl FnOnce(u64) -> Item) -> u64 {
         let ahead = self.pushed.load(Ordering::Acquire);
-        if ahead >= self.done.load(Ordering::Acquire) + BACKLOG {
+        if ahead >= self.done.load(Ordering::Acquire) + BACKLOG && !ON_LINE.with(|c| c.get()) {
             self.reach(ahead - BACKLOG / 2);
         }
-        let mut p = self.jobs.lock();
+        let mut items = self.items.lock();
         let seq = self.pushed.load(Ordering::Relaxed) + 1;
-        let small = std::mem::take(&mut p.small);
-        p.jobs.push_back((seq, small, make(seq)));
+        items.push_back((seq, make(seq)));
         self.pushed.store(seq, Ordering::Release);
         if self.asleep.load(Ordering::Acquire) {
             self.wake.notify_one();
@@ -285,13 +283,14 @@ impl Line {
         seq
     }
 
+    /// Queues the job `make` returns given its number; returns the number.
+    pub fn push(&self, make: impl FnOnce(u64) -> Job) -> u64 {
+        self.enqueue(|seq| Item::Job(make(seq)))
+    }
+
     /// Queues a small call (see [`Small`]).
     pub fn push_small(&self, call: Small) {
-        let mut p = self.jobs.lock();
-        p.small.push(call);
-        if self.asleep.load(Ordering::Acquire) {
-            self.wake.notify_one();
-        }
+        self.enqueue(|_| Item::Small(call));
     }
 
     /// Makes one small call on the thread.
@@ -314,7 +313,7 @@ impl Line {
         }
     }
 
-    /// Waits until job `seq` has run.
+    /// Waits until item `seq` has run.
     pub fn reach(&self, seq: u64) {
         if self.done.load(Ordering::Acquire) >= seq {
             return;
@@ -336,52 +335,48 @@ impl Line {
         }
     }
 
-    /// Waits until every job and small call queued so far has run.
+    /// Waits until every item queued so far has run.
     pub fn drain(&self) {
-        if !self.jobs.lock().small.is_empty() {
-            self.push(|_| Box::new(|_| {}));
-        }
         self.reach(self.pushed.load(Ordering::Acquire));
     }
 
-    /// The thread: runs the jobs in order, and sleeps after looking for
-    /// more for a while.
+    /// The thread: takes every item queued at once and runs them in
+    /// order; while it has none it watches the count of items queued,
+    /// without the lock the callers queue under, and sleeps after a
+    /// while.
     fn run(&self, inner: &'static dyn Driver) {
         ON_LINE.with(|c| c.set(true));
+        // Swapped with the queue: each keeps the other's room.
+        let mut batch: VecDeque<(u64, Item)> = VecDeque::new();
+        let mut taken = 0u64;
         let mut idle_since = Instant::now();
         loop {
-            let (next, loose) = {
-                let mut p = self.jobs.lock();
-                match p.jobs.pop_front() {
-                    Some(j) => (Some(j), Vec::new()),
-                    None => (None, std::mem::take(&mut p.small)),
-                }
-            };
-            let Some((seq, small, job)) = next else {
-                if !loose.is_empty() {
-                    loose.into_iter().for_each(|c| self.small(inner, c));
-                    idle_since = Instant::now();
-                    continue;
-                }
+            if self.pushed.load(Ordering::Acquire) == taken {
                 if idle_since.elapsed() < SPIN_FOR {
                     std::hint::spin_loop();
                     continue;
                 }
-                let mut p = self.jobs.lock();
+                let mut items = self.items.lock();
                 self.asleep.store(true, Ordering::Release);
-                while p.jobs.is_empty() && p.small.is_empty() {
-                    self.wake.wait(&mut p);
+                while items.is_empty() {
+                    self.wake.wait(&mut items);
                 }
                 self.asleep.store(false, Ordering::Release);
                 continue;
-            };
-            small.into_iter().for_each(|c| self.small(inner, c));
-            job(inner);
-            self.done.store(seq, Ordering::Release);
-            if self.awaited.load(Ordering::Acquire) <= seq {
-                let _g = self.idle.lock();
-                self.awaited.store(u64::MAX, Ordering::Release);
-                self.ran.notify_all();
+            }
+            std::mem::swap(&mut *self.items.lock(), &mut batch);
+            for (seq, item) in batch.drain(..) {
+                match item {
+                    Item::Small(call) => self.small(inner, call),
+                    Item::Job(job) => job(inner),
+                }
+                self.done.store(seq, Ordering::Release);
+                taken = seq;
+                if self.awaited.load(Ordering::Acquire) <= seq {
+                    let _g = self.idle.lock();
+                    self.awaited.store(u64::MAX, Ordering::Release);
+                    self.ran.notify_all();
+                }
             }
             idle_since = Instant::now();
         }
