@@ -8,9 +8,9 @@
 use super::{ArgSet, Driver, EndCallback, EventH, KernelH, MemH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -238,6 +238,21 @@ pub struct Line {
     /// Per kernel and argument: the failure of the thread's last setting
     /// of it (a launch of the kernel fails until it is set again).
     pub poisoned: Mutex<HashMap<(usize, u32), Error>>,
+    /// Kernel, argument and shape of value (see [`shape`]) of each
+    /// setting the driver has taken once.
+    checked: RwLock<HashSet<(usize, u32, u8, usize)>>,
+}
+
+/// What the driver checks of an argument's value when it is set: its
+/// kind, and its size where it is passed by value.
+fn shape(arg: &ArgSet<'_>) -> (u8, usize) {
+    match arg {
+        ArgSet::Bytes(b) => (0, b.len()),
+        ArgSet::Local(_) => (1, 0),
+        ArgSet::Mem(_) => (2, 0),
+        ArgSet::Usm(_) => (3, 0),
+        ArgSet::MemAt(..) => (4, 0),
+    }
 }
 
 impl Line {
@@ -256,6 +271,7 @@ impl Line {
             lost: Mutex::new(HashMap::new()),
             any_lost: AtomicBool::new(false),
             poisoned: Mutex::new(HashMap::new()),
+            checked: RwLock::new(HashSet::new()),
         }));
         std::thread::Builder::new()
             .name("syrah-submit".into())
@@ -291,6 +307,39 @@ impl Line {
     /// Queues a small call (see [`Small`]).
     pub fn push_small(&self, call: Small) {
         self.enqueue(|_| Item::Small(call));
+    }
+
+    /// Sets argument `index` of kernel `k`: on the thread, in order with
+    /// the launches, where the driver has taken a value of this shape for
+    /// it before; otherwise here, once the thread has caught up, so that
+    /// a value the driver refuses (one of the wrong size) fails this call
+    /// as it would without the thread. The caller holds the kernel's
+    /// lock: no launch of it is queued meanwhile.
+    pub fn set_arg(
+        &self,
+        inner: &'static dyn Driver,
+        k: KernelH,
+        usm: UsmStrategy,
+        index: u32,
+        arg: ArgSet<'_>,
+    ) -> Result<()> {
+        let (kind, size) = shape(&arg);
+        let key = (k.0, index, kind, size);
+        if self.checked.read().contains(&key) {
+            self.push_small(Small::SetArg(k, usm, index, OwnedArg::of(arg)));
+            return Ok(());
+        }
+        self.drain();
+        inner.set_kernel_arg(k, usm, index, arg)?;
+        self.poisoned.lock().remove(&(k.0, index));
+        self.checked.write().insert(key);
+        Ok(())
+    }
+
+    /// Forgets what the driver took for kernel `k`, being released (its
+    /// handle may name another kernel afterwards).
+    pub fn forget_kernel(&self, k: KernelH) {
+        self.checked.write().retain(|c| c.0 != k.0);
     }
 
     /// Makes one small call on the thread.

@@ -8,7 +8,7 @@
 //! without an event fails the queue's next wait and next event; an
 //! argument it cannot set fails the kernel's launches until set again.
 use super::handoff::{
-    off_line, reals, relayed, wanted, Job, Line, OwnedArg, Proxy, Relay, Small, NOT_ENQUEUED,
+    off_line, reals, relayed, wanted, Job, Line, Proxy, Relay, Small, NOT_ENQUEUED,
 };
 use super::{
     ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, HostEnd, KernelFacts,
@@ -448,6 +448,7 @@ impl Driver for Handoff {
     }
     fn release_kernel(&self, k: KernelH) {
         let line = self.line;
+        line.forget_kernel(k);
         self.later(move |inner| {
             line.poisoned.lock().retain(|(kk, _), _| *kk != k.0);
             inner.release_kernel(k);
@@ -539,9 +540,7 @@ impl Driver for Handoff {
         index: u32,
         arg: ArgSet<'_>,
     ) -> Result<()> {
-        self.line
-            .push_small(Small::SetArg(k, usm, index, OwnedArg::of(arg)));
-        Ok(())
+        self.line.set_arg(self.inner, k, usm, index, arg)
     }
 
     fn retain_mem(&self, m: MemH) {

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Kernel whose launches fail, and argument index whose settings fail.
 const BAD_KERNEL: usize = 13;
 const BAD_INDEX: u32 = 7;
+/// The value the fake refuses for argument [`BAD_INDEX`].
+const BAD_VALUE: usize = 0xbad;
 /// Kernel whose launches wait until the gate opens.
 const SLOW_KERNEL: usize = 21;
 
@@ -216,7 +218,7 @@ impl Driver for Fake {
         index: u32,
         arg: ArgSet<'_>,
     ) -> Result<()> {
-        if index == BAD_INDEX {
+        if index == BAD_INDEX && matches!(arg, ArgSet::Usm(BAD_VALUE)) {
             return Err(failed("clSetKernelArg"));
         }
         self.note(format!("set {} {index} {}", k.0, arg.describe()));
@@ -443,10 +445,48 @@ fn a_failure_without_an_event_fails_the_next_wait_and_event_once() {
 }
 
 #[test]
+fn a_first_setting_of_its_kind_is_made_by_the_call_and_fails_it() {
+    let (fake, d, q) = setup();
+    let k = KernelH(5);
+    let e = d
+        .set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(BAD_VALUE))
+        .expect_err("refused");
+    assert!(e.message.contains("clSetKernelArg failed"), "{}", e.message);
+    // Taken once, a pointer goes to the thread; a value of another size
+    // is made by the call again.
+    d.set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(64))
+        .expect("set");
+    d.set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(128))
+        .expect("queued");
+    d.set_kernel_arg(k, UsmStrategy::Svm, 2, ArgSet::Bytes(&[1, 0, 0, 0]))
+        .expect("set");
+    d.set_kernel_arg(k, UsmStrategy::Svm, 2, ArgSet::Bytes(&[2, 0, 0, 0]))
+        .expect("queued");
+    d.set_kernel_arg(k, UsmStrategy::Svm, 2, ArgSet::Bytes(&[3, 0]))
+        .expect("set");
+    let ok = launch(d, q, 5, &[], true);
+    assert_eq!(d.wait_event(ok), Ok(0));
+    assert_eq!(
+        fake.taken(),
+        [
+            "set 5 7 USM pointer 0x40",
+            "set 5 7 USM pointer 0x80",
+            "set 5 2 value of 4 bytes",
+            "set 5 2 value of 4 bytes",
+            "set 5 2 value of 2 bytes",
+            "launch k after [] -> 1000"
+        ]
+    );
+}
+
+#[test]
 fn a_failed_argument_fails_launches_until_it_is_set_again() {
     let (fake, d, q) = setup();
     let k = KernelH(5);
+    // Taken once by the call, then refused on the thread.
     d.set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(64))
+        .expect("set");
+    d.set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(BAD_VALUE))
         .expect("queued");
     let bad = launch(d, q, 5, &[], true);
     assert_eq!(d.wait_event(bad), Ok(-14));
@@ -465,21 +505,31 @@ fn a_failed_argument_fails_launches_until_it_is_set_again() {
         "{why}"
     );
     d.set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX - 1, ArgSet::Usm(64))
-        .expect("queued");
+        .expect("set");
     let still = launch(d, q, 5, &[], true);
     assert_eq!(d.wait_event(still), Ok(-14));
-    // The failing index itself is fake-refused every time; releasing the
-    // kernel forgets its failures.
-    d.release_kernel(k);
+    // Set again, the argument lets launches go.
+    d.set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(128))
+        .expect("queued");
     let fine = launch(d, q, 5, &[], true);
     assert_eq!(d.wait_event(fine), Ok(0));
+    // Releasing the kernel forgets its failures and what the driver took.
+    d.set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(BAD_VALUE))
+        .expect("queued");
+    d.release_kernel(k);
+    let e = d
+        .set_kernel_arg(k, UsmStrategy::Svm, BAD_INDEX, ArgSet::Usm(BAD_VALUE))
+        .expect_err("made by the call again");
+    assert!(e.message.contains("clSetKernelArg failed"), "{}", e.message);
     let log = fake.taken();
     assert_eq!(
         log,
         [
+            "set 5 7 USM pointer 0x40",
             "set 5 6 USM pointer 0x40",
-            "release kernel 5",
-            "launch k after [] -> 1000"
+            "set 5 7 USM pointer 0x80",
+            "launch k after [] -> 1000",
+            "release kernel 5"
         ]
     );
 }
