@@ -1,5 +1,7 @@
 /* Command graphs against raw OpenCL and Syrah's eager path, on one device,
- * in alternating rounds:
+ * in rounds, each of which starts every workload with the next of the
+ * three paths (the first path of a round can run at another speed than
+ * the two after it):
  *  - chain:   1000 tiny dependent kernels (inc over 64 items of one USM
  *             allocation), issued `replays` times;
  *  - stencil: a 2D step of 4 kernels (two Jacobi-like sweeps, each
@@ -497,10 +499,47 @@ static int report(int rows, int targeted, const char *what, const run *raw, cons
   return ok;
 }
 
+/* Runs path `path` (0 raw, 1 eager, 2 graph) of workload `w` in round
+ * `i`. */
+static void run_path(int w, int path, int i, raw_t *r, sy_t *s, run (*raw)[64], run (*eager)[64], run (*graph)[64],
+                     int *backend) {
+  const int *init = w == 2 ? zeros : grid0;
+  size_t bytes = w == 2 ? sizeof zeros : sizeof grid0;
+  void (*raw_issue)(void *) = w == 2 ? raw_copies_issue : raw_stencil_issue;
+  void (*cmds)(sy_t *, int *, int *) = w == 2 ? sy_copies_cmds : sy_stencil_cmds;
+  long (*check)(const int *) = w == 2 ? check_elems : check_grid;
+  run *out = path == 0 ? &raw[w][i] : path == 1 ? &eager[w][i] : &graph[w][i];
+  int *be = path == 2 ? &backend[w] : NULL;
+  if (w == 0) {
+    if (path == 0)
+      raw_chain(r, out);
+    else
+      sy_chain(s, path == 2, out, be);
+  } else if (w == 3) {
+    if (path == 0) {
+      /* The raw side of the buffers workload uses cl_mem whatever USM
+       * is, on kernels of its own. */
+      int raw_svm = svm;
+      raw_t rm = *r;
+      svm = 0;
+      rm.sweep = r->sweep_mem;
+      rm.border = r->border_mem;
+      raw_two(&rm, out, grid0, sizeof grid0, raw_stencil_issue, check_grid);
+      svm = raw_svm;
+    } else {
+      sy_buffers(s, path == 2, out, be);
+    }
+  } else if (path == 0) {
+    raw_two(r, out, init, bytes, raw_issue, check);
+  } else {
+    sy_two(s, path == 2, out, be, init, bytes, cmds, check);
+  }
+}
+
 int main(int argc, char **argv) {
   run raw[4][64], eager[4][64], graph[4][64];
-  int i, ok = 1, backend[4] = {0, 0, 0, 0}, raw_svm;
-  raw_t r, rm;
+  int i, ok = 1, backend[4] = {0, 0, 0, 0};
+  raw_t r;
   sy_t s;
   const syrah_device *dev;
   char strategy[64] = "";
@@ -522,29 +561,15 @@ int main(int argc, char **argv) {
   for (i = 0; i < W * W; ++i) grid0[i] = (i * 7919) % 1000;
   raw_open_all(&r);
   sy_open_all(&s);
+  /* Each round starts each workload with the next path: the first path
+   * of a round can run faster or slower than the others (measured on
+   * PoCL), and so each path is first as often as the others. */
   for (i = 0; i < rounds; ++i) {
-    raw_chain(&r, &raw[0][i]);
-    sy_chain(&s, 0, &eager[0][i], NULL);
-    sy_chain(&s, 1, &graph[0][i], &backend[0]);
-    raw_two(&r, &raw[1][i], grid0, sizeof grid0, raw_stencil_issue, check_grid);
-    sy_two(&s, 0, &eager[1][i], NULL, grid0, sizeof grid0, sy_stencil_cmds, check_grid);
-    sy_two(&s, 1, &graph[1][i], &backend[1], grid0, sizeof grid0, sy_stencil_cmds, check_grid);
-    raw_two(&r, &raw[2][i], zeros, sizeof zeros, raw_copies_issue, check_elems);
-    sy_two(&s, 0, &eager[2][i], NULL, zeros, sizeof zeros, sy_copies_cmds, check_elems);
-    sy_two(&s, 1, &graph[2][i], &backend[2], zeros, sizeof zeros, sy_copies_cmds, check_elems);
-    /* The raw side of the buffers workload uses cl_mem whatever USM is,
-     * on kernels of its own. */
-    raw_svm = svm;
-    svm = 0;
-    rm = r;
-    rm.sweep = r.sweep_mem;
-    rm.border = r.border_mem;
-    raw_two(&rm, &raw[3][i], grid0, sizeof grid0, raw_stencil_issue, check_grid);
-    svm = raw_svm;
-    sy_buffers(&s, 0, &eager[3][i], NULL);
-    sy_buffers(&s, 1, &graph[3][i], &backend[3]);
+    int w, k;
+    for (w = 0; w < 4; ++w)
+      for (k = 0; k < 3; ++k) run_path(w, (i + k) % 3, i, &r, &s, raw, eager, graph, backend);
   }
-  printf("## Graphs on %s (raw %s), medians of %d alternating rounds\n\n", spec, svm ? "SVM" : "cl_mem", rounds);
+  printf("## Graphs on %s (raw %s), medians of %d rounds, the paths taking turns\n\n", spec, svm ? "SVM" : "cl_mem", rounds);
   printf("| workload | measure | raw | eager | graph | graph / raw | eager - raw µs |\n");
   printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   {
