@@ -5,9 +5,10 @@
 //! so that the caller's bookkeeping for one command runs while the driver
 //! takes its microseconds enqueueing the one before.
 
-use super::{ArgSet, Driver, EndCallback, EventH, KernelH, MemH};
+use super::{ArgSet, Driver, EndCallback, EventH, KernelH, MemH, QueueH};
 use crate::core::aspects::UsmStrategy;
 use crate::core::error::{Error, Result, Status};
+use crate::core::launch::NdRange;
 use parking_lot::{Condvar, Mutex, RwLock};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -210,9 +211,23 @@ pub enum Small {
     Release(MemH),
 }
 
-/// What the thread runs: a small call or a job.
+/// A kernel launch queued as it is, without a job of its own: nothing is
+/// allocated for it, and nothing freed on the thread.
+pub struct Launch {
+    pub q: QueueH,
+    pub k: KernelH,
+    pub name: std::sync::Arc<str>,
+    pub local_args: bool,
+    pub range: NdRange,
+    pub waits: SmallVec<[EventH; 8]>,
+    /// Its event (none where none was asked for).
+    pub ev: EventH,
+}
+
+/// What the thread runs: a small call, a launch or a job.
 enum Item {
     Small(Small),
+    Launch(Launch),
     Job(Job),
 }
 
@@ -241,6 +256,8 @@ pub struct Line {
     /// Kernel, argument and shape of value (see [`shape`]) of each
     /// setting the driver has taken once.
     checked: RwLock<HashSet<(usize, u32, u8, usize)>>,
+    /// Each launched kernel's name, shared by its launches.
+    names: RwLock<HashMap<usize, std::sync::Arc<str>>>,
 }
 
 /// What the driver checks of an argument's value when it is set: its
@@ -272,6 +289,7 @@ impl Line {
             any_lost: AtomicBool::new(false),
             poisoned: Mutex::new(HashMap::new()),
             checked: RwLock::new(HashSet::new()),
+            names: RwLock::new(HashMap::new()),
         }));
         std::thread::Builder::new()
             .name("syrah-submit".into())
@@ -309,6 +327,64 @@ impl Line {
         self.enqueue(|_| Item::Small(call));
     }
 
+    /// Queues the launch `make` returns given its number.
+    pub fn push_launch(&self, make: impl FnOnce(u64) -> Launch) {
+        self.enqueue(|seq| Item::Launch(make(seq)));
+    }
+
+    /// Kernel `k`'s name `name`, shared.
+    pub fn name_of(&self, k: KernelH, name: &str) -> std::sync::Arc<str> {
+        if let Some(n) = self.names.read().get(&k.0).filter(|n| &***n == name) {
+            return n.clone();
+        }
+        let n: std::sync::Arc<str> = name.into();
+        self.names.write().insert(k.0, n.clone());
+        n
+    }
+
+    /// Records how a command on queue `q` went (`done`, the driver's event
+    /// `real` where it made one): its event `ev`, where one was asked for,
+    /// stands for the driver's or reports the failure; without one, a
+    /// failure waits for the queue's next event or wait.
+    pub fn settle(&self, q: QueueH, ev: EventH, done: Result<()>, real: EventH) {
+        match (ev.is_none(), done) {
+            (false, Ok(())) => {
+                let p = Proxy::of(ev);
+                p.real.store(real.0, Ordering::Release);
+                if let Some(e) = self.take_lost(q.0) {
+                    let _ = p.failure.set(Line::before(&e));
+                }
+            }
+            (false, Err(e)) => {
+                let _ = Proxy::of(ev).failure.set(e);
+            }
+            (true, Ok(())) => {}
+            (true, Err(e)) => self.lose(q.0, e),
+        }
+    }
+
+    /// Makes launch `l` on the thread, unless setting one of its kernel's
+    /// arguments failed there.
+    fn launch(&self, inner: &'static dyn Driver, l: Launch) {
+        let mut real = EventH::NONE;
+        let done = reals(&l.waits).and_then(|w| {
+            let poisoned = self.poisoned.lock();
+            if let Some(((_, i), err)) = poisoned.iter().find(|((kk, _), _)| *kk == l.k.0) {
+                return Err(Error::new(
+                    err.status,
+                    format!(
+                        "kernel '{}' was not launched: setting its argument {i} failed: {}",
+                        l.name, err.message
+                    ),
+                ));
+            }
+            drop(poisoned);
+            let slot = (!l.ev.is_none()).then_some(&mut real);
+            inner.enqueue_kernel(l.q, l.k, &l.name, l.local_args, &l.range, &w, slot)
+        });
+        self.settle(l.q, l.ev, done, real);
+    }
+
     /// Sets argument `index` of kernel `k`: on the thread, in order with
     /// the launches, where the driver has taken a value of this shape for
     /// it before; otherwise here, once the thread has caught up, so that
@@ -340,6 +416,7 @@ impl Line {
     /// handle may name another kernel afterwards).
     pub fn forget_kernel(&self, k: KernelH) {
         self.checked.write().retain(|c| c.0 != k.0);
+        self.names.write().remove(&k.0);
     }
 
     /// Makes one small call on the thread.
@@ -417,6 +494,7 @@ impl Line {
             for (seq, item) in batch.drain(..) {
                 match item {
                     Item::Small(call) => self.small(inner, call),
+                    Item::Launch(l) => self.launch(inner, l),
                     Item::Job(job) => job(inner),
                 }
                 self.done.store(seq, Ordering::Release);

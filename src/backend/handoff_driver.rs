@@ -8,7 +8,7 @@
 //! without an event fails the queue's next wait and next event; an
 //! argument it cannot set fails the kernel's launches until set again.
 use super::handoff::{
-    off_line, reals, relayed, wanted, Job, Line, Proxy, Relay, Small, NOT_ENQUEUED,
+    off_line, reals, relayed, wanted, Job, Launch, Line, Proxy, Relay, Small, NOT_ENQUEUED,
 };
 use super::{
     ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, HostEnd, KernelFacts,
@@ -23,7 +23,6 @@ use parking_lot::RwLock;
 use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 
 /// A back end whose enqueues go through a submission thread.
 pub struct Handoff {
@@ -96,20 +95,7 @@ impl Handoff {
                     let slot = if want { Some(&mut real) } else { None };
                     call(inner, &w, slot)
                 });
-                match (want, done) {
-                    (true, Ok(())) => {
-                        let p = Proxy::of(h);
-                        p.real.store(real.0, Ordering::Release);
-                        if let Some(e) = line.take_lost(q.0) {
-                            let _ = p.failure.set(Line::before(&e));
-                        }
-                    }
-                    (true, Err(e)) => {
-                        let _ = Proxy::of(h).failure.set(e);
-                    }
-                    (false, Ok(())) => {}
-                    (false, Err(e)) => line.lose(q.0, e),
-                }
+                line.settle(q, h, done, real);
             })
         });
         if let Some(slot) = ev {
@@ -568,21 +554,26 @@ impl Driver for Handoff {
                 inner.enqueue_kernel(q, k, name, local_args, range, w, e)
             });
         }
-        let (name, range, line) = (name.to_string(), *range, self.line);
-        self.defer(q, waits, ev, move |inner, w, e| {
-            let poisoned = line.poisoned.lock();
-            if let Some(((_, i), err)) = poisoned.iter().find(|((kk, _), _)| *kk == k.0) {
-                return Err(Error::new(
-                    err.status,
-                    format!(
-                        "kernel '{name}' was not launched: setting its argument {i} failed: {}",
-                        err.message
-                    ),
-                ));
+        let name = self.line.name_of(k, name);
+        let want = ev.is_some();
+        let mut handle = EventH::NONE;
+        self.line.push_launch(|seq| {
+            if want {
+                handle = Proxy::handle(seq, EventH::NONE);
             }
-            drop(poisoned);
-            inner.enqueue_kernel(q, k, &name, local_args, &range, w, e)
+            Launch {
+                q,
+                k,
+                name,
+                local_args,
+                range: *range,
+                waits: waits.into(),
+                ev: handle,
+            }
         });
+        if let Some(slot) = ev {
+            *slot = handle;
+        }
         Ok(())
     }
 
