@@ -62,11 +62,22 @@ pub struct Proxy {
 impl Proxy {
     /// A new event for job `seq`, as a handle.
     pub fn handle(seq: u64, real: EventH) -> EventH {
-        let p = Box::new(Proxy {
-            seq,
+        let mut p = Proxy::boxed(real);
+        p.seq = seq;
+        Proxy::into_handle(p)
+    }
+
+    /// A new event standing for `real`, its job's number still to set.
+    fn boxed(real: EventH) -> Box<Proxy> {
+        Box::new(Proxy {
+            seq: 0,
             real: AtomicUsize::new(real.0),
             failure: OnceLock::new(),
-        });
+        })
+    }
+
+    /// The handle of event `p`, which lives until [`Proxy::free`].
+    fn into_handle(p: Box<Proxy>) -> EventH {
         EventH(Box::into_raw(p) as usize)
     }
 
@@ -82,14 +93,14 @@ impl Proxy {
             return &NONE;
         }
         // SAFETY: every other event handle of a wrapped back end was made
-        // by `Proxy::handle` and lives until `Proxy::free`, after the last
+        // by `Proxy::into_handle` and lives until `Proxy::free`, after the last
         // use the runtime makes of it.
         unsafe { &*(e.0 as *const Proxy) }
     }
 
     /// Frees the event behind `e` (its driver event is released apart).
     pub fn free(e: EventH) {
-        // SAFETY: made by `Proxy::handle`, freed once, when the runtime
+        // SAFETY: made by `Proxy::into_handle`, freed once, when the runtime
         // has given the handle back.
         drop(unsafe { Box::from_raw(e.0 as *mut Proxy) });
     }
@@ -298,11 +309,11 @@ impl Line {
             .map(|_| line)
     }
 
-    /// Queues the item `make` returns given its number; returns the
-    /// number. A caller [`BACKLOG`] items ahead of the thread first waits
-    /// until it is half as far ahead (the thread's own calls never wait:
-    /// it would wait for itself).
-    fn enqueue(&self, make: impl FnOnce(u64) -> Item) -> u64 {
+    /// Queues the item `make` returns given its number. A caller
+    /// [`BACKLOG`] items ahead of the thread first waits until it is half
+    /// as far ahead (the thread's own calls never wait: it would wait for
+    /// itself).
+    fn enqueue(&self, make: impl FnOnce(u64) -> Item) {
         let ahead = self.pushed.load(Ordering::Acquire);
         if ahead >= self.done.load(Ordering::Acquire) + BACKLOG && !ON_LINE.with(|c| c.get()) {
             self.reach(ahead - BACKLOG / 2);
@@ -314,12 +325,33 @@ impl Line {
         if self.asleep.load(Ordering::Acquire) {
             self.wake.notify_one();
         }
-        seq
     }
 
-    /// Queues the job `make` returns given its number; returns the number.
-    pub fn push(&self, make: impl FnOnce(u64) -> Job) -> u64 {
-        self.enqueue(|seq| Item::Job(make(seq)))
+    /// Queues `job`, a call that answers nothing.
+    pub fn push(&self, job: Job) {
+        self.enqueue(|_| Item::Job(job));
+    }
+
+    /// Queues the item `make` returns given the command's event, made here
+    /// where `want` asks for one (none otherwise); returns that event. The
+    /// event is allocated before the queue's lock is taken.
+    fn enqueue_with_event(&self, want: bool, make: impl FnOnce(EventH) -> Item) -> EventH {
+        let mut proxy = want.then(|| Proxy::boxed(EventH::NONE));
+        let mut ev = EventH::NONE;
+        self.enqueue(|seq| {
+            if let Some(mut p) = proxy.take() {
+                p.seq = seq;
+                ev = Proxy::into_handle(p);
+            }
+            make(ev)
+        });
+        ev
+    }
+
+    /// Queues the command job `make` returns given its event (see
+    /// [`Line::enqueue_with_event`]); returns the event.
+    pub fn push_command(&self, want: bool, make: impl FnOnce(EventH) -> Job) -> EventH {
+        self.enqueue_with_event(want, |ev| Item::Job(make(ev)))
     }
 
     /// Queues a small call (see [`Small`]).
@@ -327,9 +359,10 @@ impl Line {
         self.enqueue(|_| Item::Small(call));
     }
 
-    /// Queues the launch `make` returns given its number.
-    pub fn push_launch(&self, make: impl FnOnce(u64) -> Launch) {
-        self.enqueue(|seq| Item::Launch(make(seq)));
+    /// Queues the launch `make` returns given its event (see
+    /// [`Line::enqueue_with_event`]); returns the event.
+    pub fn push_launch(&self, want: bool, make: impl FnOnce(EventH) -> Launch) -> EventH {
+        self.enqueue_with_event(want, |ev| Item::Launch(make(ev)))
     }
 
     /// Kernel `k`'s name `name`, shared.

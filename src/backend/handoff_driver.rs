@@ -8,7 +8,7 @@
 //! without an event fails the queue's next wait and next event; an
 //! argument it cannot set fails the kernel's launches until set again.
 use super::handoff::{
-    off_line, reals, relayed, wanted, Job, Launch, Line, Proxy, Relay, Small, NOT_ENQUEUED,
+    off_line, reals, relayed, wanted, Launch, Line, Proxy, Relay, Small, NOT_ENQUEUED,
 };
 use super::{
     ArgSet, CommandH, ContextH, DeviceH, Driver, EndCallback, EventH, HostEnd, KernelFacts,
@@ -83,12 +83,7 @@ impl Handoff {
         let waits: SmallVec<[EventH; 8]> = waits.into();
         let want = ev.is_some();
         let line = self.line;
-        let mut handle = EventH::NONE;
-        line.push(|seq| -> Job {
-            if want {
-                handle = Proxy::handle(seq, EventH::NONE);
-            }
-            let h = handle;
+        let handle = line.push_command(want, |h| {
             Box::new(move |inner| {
                 let mut real = EventH::NONE;
                 let done = reals(&waits).and_then(|w| {
@@ -153,7 +148,7 @@ impl Handoff {
 
     /// Queues a call that answers nothing.
     fn later(&self, f: impl FnOnce(&'static dyn Driver) + Send + 'static) {
-        self.line.push(|_| Box::new(f));
+        self.line.push(Box::new(f));
     }
 }
 
@@ -555,21 +550,14 @@ impl Driver for Handoff {
             });
         }
         let name = self.line.name_of(k, name);
-        let want = ev.is_some();
-        let mut handle = EventH::NONE;
-        self.line.push_launch(|seq| {
-            if want {
-                handle = Proxy::handle(seq, EventH::NONE);
-            }
-            Launch {
-                q,
-                k,
-                name,
-                local_args,
-                range: *range,
-                waits: waits.into(),
-                ev: handle,
-            }
+        let handle = self.line.push_launch(ev.is_some(), |h| Launch {
+            q,
+            k,
+            name,
+            local_args,
+            range: *range,
+            waits: waits.into(),
+            ev: h,
         });
         if let Some(slot) = ev {
             *slot = handle;
